@@ -1,0 +1,30 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "Faultline",
+    products: [
+        .library(name: "Faultline", targets: ["Faultline"]),
+        .library(name: "FaultlineCore", targets: ["FaultlineCore"]),
+        .executable(name: "faultline", targets: ["faultline"]),
+    ],
+    targets: [
+        // libevent from Debian's libevent-dev, found through pkg-config. Only the Faultline target imports it.
+        .systemLibrary(
+            name: "CLibevent",
+            pkgConfig: "libevent",
+            providers: [.apt(["libevent-dev"])]
+        ),
+        // Pure Swift: parser, scenarios, engine, journal. No sockets, no libevent.
+        .target(name: "FaultlineCore"),
+        .target(name: "Faultline", dependencies: ["FaultlineCore", "CLibevent"]),
+        .executableTarget(name: "faultline", dependencies: ["Faultline"]),
+        .testTarget(name: "FaultlineCoreTests", dependencies: ["FaultlineCore"]),
+        .testTarget(
+            name: "FaultlineTests",
+            dependencies: ["Faultline", "FaultlineCore"],
+            resources: [.copy("Fixtures")]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

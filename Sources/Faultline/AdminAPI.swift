@@ -1,0 +1,297 @@
+import FaultlineCore
+
+/// The admin API under `/__faultline/` (DESIGN §5): the journal, scenarios, health and shutdown, JSON in
+/// and out, on the same port as the stubs. Loop thread only.
+final class AdminAPI {
+    static let prefix = "/__faultline/"
+
+    /// Hands a finished response plan to the connection, with an optional action for after it is sent.
+    typealias Reply = (ResponsePlan, (() -> Void)?) -> Void
+
+    private unowned let core: ServerCore
+    private var waiters: [Int: Waiter] = [:]
+    private var nextWaiterID = 1
+
+    /// A `requests/wait` long-poll: answered as soon as `count` entries match, or when its timer fires.
+    private struct Waiter {
+        var connectionID: Int
+        var filter: JournalFilter
+        var count: Int
+        var request: HTTPRequest
+        var timer: LoopTimer
+        var reply: Reply
+    }
+
+    init(core: ServerCore) {
+        self.core = core
+    }
+
+    var hasWaiters: Bool { !waiters.isEmpty }
+
+    static let endpoints: [(method: String, path: String, summary: String)] = [
+        ("GET", "/__faultline/health", "liveness, version, counters"),
+        ("GET", "/__faultline/requests", "journal entries; filters: route, method, path, status, since, matched, malformed, completed, limit"),
+        ("GET", "/__faultline/requests/count", "number of journal entries matching the same filters"),
+        ("GET", "/__faultline/requests/wait", "long-poll until count=N entries match the filters, or timeoutMs passes"),
+        ("DELETE", "/__faultline/requests", "forget the journal's entries (sequence numbers and counters go on)"),
+        ("GET", "/__faultline/scenarios", "the loaded scenarios and their routes"),
+        ("POST", "/__faultline/scenarios", "load scenarios (a scenario object, an array of them, or {\"paths\": [...]}); ?mode=add keeps the others"),
+        ("POST", "/__faultline/scenarios/reset", "rewind every script; ?journal=true also clears the journal"),
+        ("POST", "/__faultline/shutdown", "stop the server after answering"),
+    ]
+
+    func handle(_ request: HTTPRequest, connection: Connection, reply: @escaping Reply) {
+        let path = String(request.path.dropFirst(Self.prefix.count))
+        let query = PercentDecoding.queryParameters(request.query)
+        func param(_ name: String) -> String? { query.first(where: { $0.name == name })?.value }
+        func respond(_ status: Int, _ body: JSONValue, after: (() -> Void)? = nil) {
+            reply(ResponsePlan.simple(for: request, response: .json(status, body)), after)
+        }
+        let methods: [String]
+        switch path {
+        case "health": methods = ["GET"]
+        case "requests": methods = ["GET", "DELETE"]
+        case "requests/count", "requests/wait": methods = ["GET"]
+        case "scenarios": methods = ["GET", "POST"]
+        case "scenarios/reset", "shutdown": methods = ["POST"]
+        default:
+            respond(404, .object([
+                ("error", .string("no admin endpoint \(request.path)")),
+                ("endpoints", .array(Self.endpoints.map { .string("\($0.method) \($0.path) — \($0.summary)") })),
+            ]))
+            return
+        }
+        guard methods.contains(request.method) || (request.method == "HEAD" && methods.contains("GET")) else {
+            var response = HTTPResponse.json(405, .object([
+                ("error", .string("\(request.method) is not allowed on \(request.path)")),
+                ("allowed", .array(methods.map(JSONValue.string))),
+            ]))
+            response.headers.append(name: "Allow", value: methods.joined(separator: ", "))
+            reply(ResponsePlan.simple(for: request, response: response), nil)
+            return
+        }
+
+        let filter: JournalFilter
+        do {
+            filter = try Self.filter(from: param)
+        } catch {
+            respond(400, .object([("error", .string(error.message))]))
+            return
+        }
+        switch (request.method, path) {
+        case ("GET", "health"), ("HEAD", "health"):
+            respond(200, .object([
+                ("status", .string("ok")),
+                ("version", .string(Faultline.version)),
+                ("port", .int(core.port)),
+                ("uptimeMs", .int(Int((Clock.monotonicNanos() - core.startedAtMonotonic) / 1_000_000))),
+                ("connections", .int(core.connectionCount)),
+                ("scenarios", .array(core.engine.scenarios.map { .string($0.name) })),
+                ("journal", core.journal.countersJSON()),
+            ]))
+        case ("GET", "requests"), ("HEAD", "requests"):
+            let limit = param("limit").flatMap(Int.init).map { max($0, 0) }
+            let entries = core.journal.query(filter, limit: limit)
+            respond(200, .object([
+                ("requests", .array(entries.map { $0.json() })),
+                ("counters", core.journal.countersJSON()),
+            ]))
+        case ("DELETE", "requests"):
+            let cleared = core.journal.entries.count
+            core.journal.clear()
+            respond(200, .object([("cleared", .int(cleared)), ("counters", core.journal.countersJSON())]))
+        case ("GET", "requests/count"), ("HEAD", "requests/count"):
+            respond(200, .object([("count", .int(core.journal.count(filter))), ("counters", core.journal.countersJSON())]))
+        case ("GET", "requests/wait"), ("HEAD", "requests/wait"):
+            guard let count = param("count").flatMap(Int.init), count >= 0 else {
+                respond(400, .object([("error", .string("requests/wait needs count=N (a non-negative integer)"))]))
+                return
+            }
+            let timeout = param("timeoutMs").flatMap(Int.init) ?? 5000
+            guard timeout >= 0 && timeout <= 600_000 else {
+                respond(400, .object([("error", .string("timeoutMs must be between 0 and 600000"))]))
+                return
+            }
+            wait(request, connection: connection, filter: filter, count: count, timeout: timeout, reply: reply)
+        case ("GET", "scenarios"), ("HEAD", "scenarios"):
+            respond(200, .object([("scenarios", .array(core.engine.scenarios.map(Self.describe)))]))
+        case ("POST", "scenarios"):
+            loadScenarios(request.body, add: param("mode") == "add", respond: { respond($0, $1) })
+        case ("POST", "scenarios/reset"):
+            core.resetScenarios()
+            var cleared = 0
+            if param("journal") == "true" {
+                cleared = core.journal.entries.count
+                core.journal.clear()
+            }
+            respond(200, .object([("reset", .bool(true)), ("journalCleared", .int(cleared))]))
+        case ("POST", "shutdown"):
+            respond(202, .object([("stopping", .bool(true))]), after: { [core] in core.stop() })
+        default:
+            respond(405, .object([("error", .string("\(request.method) is not allowed on \(request.path)"))]))
+        }
+    }
+
+    // MARK: - Long-poll
+
+    private func wait(
+        _ request: HTTPRequest, connection: Connection, filter: JournalFilter, count: Int, timeout: Int,
+        reply: @escaping Reply
+    ) {
+        if core.journal.count(filter) >= count {
+            reply(Self.waitAnswer(request, core.journal, filter, count, satisfied: true), nil)
+            return
+        }
+        let id = nextWaiterID
+        nextWaiterID += 1
+        let timer = LoopTimer(loop: core.loop, milliseconds: timeout) { [unowned self] in
+            guard let waiter = waiters.removeValue(forKey: id) else { return }
+            waiter.reply(Self.waitAnswer(waiter.request, core.journal, waiter.filter, waiter.count, satisfied: false), nil)
+        }
+        waiters[id] = Waiter(
+            connectionID: connection.id, filter: filter, count: count, request: request, timer: timer, reply: reply)
+    }
+
+    /// Re-checks every long-poll after the journal changed.
+    func journalChanged() {
+        for (id, waiter) in waiters where core.journal.count(waiter.filter) >= waiter.count {
+            waiters[id] = nil
+            waiter.timer.cancel()
+            waiter.reply(Self.waitAnswer(waiter.request, core.journal, waiter.filter, waiter.count, satisfied: true), nil)
+        }
+    }
+
+    func connectionClosed(_ connectionID: Int) {
+        for (id, waiter) in waiters where waiter.connectionID == connectionID {
+            waiter.timer.cancel()
+            waiters[id] = nil
+        }
+    }
+
+    func stop() {
+        for waiter in waiters.values { waiter.timer.cancel() }
+        waiters = [:]
+    }
+
+    /// 200 either way; `satisfied` says whether the condition held, and the entries show what was seen.
+    private static func waitAnswer(
+        _ request: HTTPRequest, _ journal: Journal, _ filter: JournalFilter, _ count: Int, satisfied: Bool
+    ) -> ResponsePlan {
+        let entries = journal.query(filter)
+        return ResponsePlan.simple(for: request, response: .json(200, .object([
+            ("satisfied", .bool(satisfied)),
+            ("wanted", .int(count)),
+            ("count", .int(entries.count)),
+            ("requests", .array(entries.map { $0.json() })),
+        ])))
+    }
+
+    // MARK: - Scenarios
+
+    private func loadScenarios(_ body: [UInt8], add: Bool, respond: (Int, JSONValue) -> Void) {
+        let loaded: [Scenario]
+        do {
+            loaded = try Self.parseUpload(body)
+        } catch {
+            respond(400, .object([
+                ("error", .string("scenario rejected; the scenarios already loaded keep serving")),
+                ("errors", .array(error.errors.map {
+                    .object([("file", .string($0.file)), ("path", .string($0.jsonPath)), ("message", .string($0.message)),
+                             ("description", .string($0.description))])
+                })),
+            ]))
+            return
+        }
+        core.load(add ? core.engine.scenarios + loaded : loaded)
+        respond(200, .object([
+            ("loaded", .array(loaded.map { .string($0.name) })),
+            ("scenarios", .array(core.engine.scenarios.map { .string($0.name) })),
+        ]))
+    }
+
+    /// A scenario object, an array of scenario objects, or `{"paths": [files or folders]}`.
+    static func parseUpload(_ body: [UInt8]) throws(ScenarioLoadError) -> [Scenario] {
+        let label = "<admin upload>"
+        let value: JSONValue
+        do {
+            value = try JSONValue.parse(body)
+        } catch {
+            throw ScenarioLoadError(errors: [ScenarioError(file: label, jsonPath: "", message: error.description)])
+        }
+        switch value {
+        case .object(let members) where members.count == 1 && members[0].key == "paths":
+            guard case .array(let items) = members[0].value else {
+                throw ScenarioLoadError(errors: [ScenarioError(file: label, jsonPath: "paths", message: "expected an array of file or folder paths")])
+            }
+            var paths: [String] = []
+            for (index, item) in items.enumerated() {
+                guard case .string(let path) = item else {
+                    throw ScenarioLoadError(errors: [ScenarioError(file: label, jsonPath: "paths[\(index)]", message: "expected a string")])
+                }
+                paths.append(path)
+            }
+            return try ScenarioLoader.load(paths: paths)
+        case .array(let items):
+            var scenarios: [Scenario] = []
+            var errors: [ScenarioError] = []
+            for (index, item) in items.enumerated() {
+                var bytes: [UInt8] = []
+                item.serialize(into: &bytes)
+                do {
+                    scenarios.append(try ScenarioLoader.load(bytes: bytes, file: "\(label)[\(index)]", directory: nil))
+                } catch {
+                    errors += error.errors
+                }
+            }
+            if !errors.isEmpty { throw ScenarioLoadError(errors: errors) }
+            return scenarios
+        default:
+            return [try ScenarioLoader.load(bytes: body, file: label, directory: nil)]
+        }
+    }
+
+    private static func describe(_ scenario: Scenario) -> JSONValue {
+        .object([
+            ("name", .string(scenario.name)),
+            ("description", scenario.description.map(JSONValue.string) ?? .null),
+            ("source", .string(scenario.sourceFile)),
+            ("seed", .number(String(scenario.seed))),
+            ("routes", .array(scenario.routes.map { route in
+                .object([
+                    ("id", .string(route.id)),
+                    ("methods", .array(route.match.methods.map(JSONValue.string))),
+                    ("path", route.match.path.map { .string($0.source) } ?? .null),
+                    ("prefix", .bool(route.match.path?.isPrefix ?? false)),
+                    ("steps", .int(route.responses.count)),
+                    ("afterLast", .string(route.afterLast.rawValue)),
+                ])
+            })),
+        ])
+    }
+
+    // MARK: - Filters
+
+    struct BadFilter: Error {
+        var message: String
+    }
+
+    static func filter(from param: (String) -> String?) throws(BadFilter) -> JournalFilter {
+        func int(_ name: String) throws(BadFilter) -> Int? {
+            guard let text = param(name) else { return nil }
+            guard let value = Int(text) else { throw BadFilter(message: "\(name) must be an integer, got \"\(text)\"") }
+            return value
+        }
+        func bool(_ name: String) throws(BadFilter) -> Bool? {
+            guard let text = param(name) else { return nil }
+            switch text {
+            case "true", "1": return true
+            case "false", "0": return false
+            default: throw BadFilter(message: "\(name) must be true or false, got \"\(text)\"")
+            }
+        }
+        return JournalFilter(
+            route: param("route"), method: param("method"), path: param("path"), status: try int("status"),
+            since: try int("since"), matched: try bool("matched"), malformed: try bool("malformed"),
+            completed: try bool("completed"))
+    }
+}

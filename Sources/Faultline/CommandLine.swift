@@ -1,0 +1,122 @@
+import FaultlineCore
+
+/// What the command line asked for, parsed without side effects so tests can call it directly.
+public enum CommandLineRequest: Equatable, Sendable {
+    case serve(ServeOptions)
+    case validate(paths: [String])
+    case help(topic: String?)
+    case version
+}
+
+/// Options of `faultline serve`.
+public struct ServeOptions: Equatable, Sendable {
+    public var paths: [String] = []
+    public var host = "127.0.0.1"
+    public var port = 0
+    public var portFile: String?
+    public var journalCapacity = 10_000
+    public var maxBodyBytes = 10 * 1024 * 1024
+    public var headerTimeoutMilliseconds = 10_000
+
+    public init() {}
+}
+
+/// A command line that cannot be carried out; the message says what to change. Exit code 64 (EX_USAGE).
+public struct CommandLineError: Error, Equatable, CustomStringConvertible {
+    public var message: String
+    public var description: String { message }
+}
+
+/// The `faultline` command line (DESIGN §7).
+public enum FaultlineCommandLine {
+    public static let usage = """
+        faultline \(Faultline.version) — a fault-injecting stub HTTP/1.1 server
+
+        USAGE
+          faultline serve [PATHS…] [--host H] [--port N] [--port-file F] [--max-journal N]
+                          [--max-body BYTES] [--header-timeout MS]
+          faultline validate PATHS…
+          faultline --help | --version
+
+        serve      Serve the scenario files or folders given (default: ./scenarios). The first line on
+                   stdout is "listening on http://HOST:PORT". Stops cleanly on SIGINT, SIGTERM or
+                   POST /__faultline/shutdown.
+        validate   Check scenario files; print every problem with file, JSON path and message.
+
+        OPTIONS
+          --host H            interface to bind (default 127.0.0.1; loopback unless you say otherwise)
+          --port N            port to bind (default 0: a free port, printed on the first line)
+          --port-file F       also write the bound port to F (written whole, then renamed into place)
+          --max-journal N     journal entries kept (default 10000; counters stay exact after eviction)
+          --max-body BYTES    largest request body accepted; larger gets 413 (default 10485760)
+          --header-timeout MS header section deadline; slower clients get 408 (default 10000)
+
+        EXIT CODES
+          0 success · 1 scenario files invalid · 2 server failed to start · 64 bad command line
+        """
+
+    public static func parse(_ arguments: [String]) throws(CommandLineError) -> CommandLineRequest {
+        guard let command = arguments.first else { return .help(topic: nil) }
+        let rest = Array(arguments.dropFirst())
+        switch command {
+        case "--help", "-h", "help": return .help(topic: rest.first)
+        case "--version", "-V", "version": return .version
+        case "validate":
+            if rest.contains("--help") { return .help(topic: "validate") }
+            if let flag = rest.first(where: { $0.hasPrefix("-") }) {
+                throw CommandLineError(message: "validate: unknown option \(flag)")
+            }
+            guard !rest.isEmpty else { throw CommandLineError(message: "validate: give at least one file or folder") }
+            return .validate(paths: rest)
+        case "serve":
+            return try parseServe(rest)
+        default:
+            throw CommandLineError(message: "unknown command \"\(command)\"; try serve, validate, --help or --version")
+        }
+    }
+
+    private static func parseServe(_ arguments: [String]) throws(CommandLineError) -> CommandLineRequest {
+        var options = ServeOptions()
+        var index = 0
+        func value(_ flag: String) throws(CommandLineError) -> String {
+            index += 1
+            guard index < arguments.count else { throw CommandLineError(message: "serve: \(flag) needs a value") }
+            return arguments[index]
+        }
+        func integer(_ flag: String, _ range: ClosedRange<Int>) throws(CommandLineError) -> Int {
+            let text = try value(flag)
+            guard let number = Int(text), range.contains(number) else {
+                throw CommandLineError(message: "serve: \(flag) must be an integer in \(range.lowerBound)…\(range.upperBound), got \"\(text)\"")
+            }
+            return number
+        }
+        while index < arguments.count {
+            var argument = arguments[index]
+            // Accept --flag=value as well as --flag value.
+            if argument.hasPrefix("--"), let eq = argument.firstIndex(of: "=") {
+                let flag = String(argument[..<eq])
+                var expanded = arguments
+                expanded[index] = flag
+                expanded.insert(String(argument[argument.index(after: eq)...]), at: index + 1)
+                return try parseServe(expanded)
+            }
+            switch argument {
+            case "--help", "-h": return .help(topic: "serve")
+            case "--host": options.host = try value(argument)
+            case "--port", "-p": options.port = try integer(argument, 0...65535)
+            case "--port-file": options.portFile = try value(argument)
+            case "--max-journal": options.journalCapacity = try integer(argument, 1...10_000_000)
+            case "--max-body": options.maxBodyBytes = try integer(argument, 0...(1 << 30))
+            case "--header-timeout": options.headerTimeoutMilliseconds = try integer(argument, 1...3_600_000)
+            default:
+                if argument.hasPrefix("-") && argument != "-" {
+                    throw CommandLineError(message: "serve: unknown option \(argument)")
+                }
+                options.paths.append(argument)
+            }
+            argument = ""
+            index += 1
+        }
+        return .serve(options)
+    }
+}

@@ -1,0 +1,497 @@
+import CLibevent
+import FaultlineCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One request on a connection, from the moment it is parsed until its response ends. Responses go out in
+/// the order requests arrived (pipelining, RFC 9112 §9.3.2), so exchanges wait in a queue.
+final class Exchange {
+    /// Journal sequence number; nil for admin calls, which are not journaled.
+    let sequence: Int?
+    /// Nil until known: an admin long-poll fills it in later.
+    var plan: ResponsePlan?
+    var bytesWritten = 0
+    /// Run once the response has been handed to the kernel (e.g. stop the server after `POST /shutdown`).
+    var afterCompletion: (() -> Void)?
+
+    init(sequence: Int?, plan: ResponsePlan?) {
+        self.sequence = sequence
+        self.plan = plan
+    }
+}
+
+/// A client connection: reads and parses requests, journals them, and executes each response plan's wire
+/// actions in order with loop timers. Loop thread only.
+///
+/// Every state change goes through `transition(to:)`; the state says what the connection is doing with
+/// its *writing* side. Reading continues in every state but `closed`, so a client's close is noticed
+/// whatever we are doing (and requests sent after a half-close are still journaled).
+final class Connection {
+    enum State: Equatable {
+        /// No response in progress; waiting for a complete request.
+        case idle
+        /// Executing the actions of the exchange at the head of the queue.
+        case responding
+        /// Waiting for the output buffer to drain before carrying out this close, reset or shutdown.
+        case draining(WireAction)
+        /// A `hang`: writing nothing until the client closes or the server stops.
+        case hanging
+        /// Our writing side is shut down (`half-close` fault); still reading and journaling.
+        case halfClosed
+        /// The socket is closed and the bufferevent freed.
+        case closed
+    }
+
+    let id: Int
+    let clientAddress: String
+    private unowned let server: ServerCore
+    private var bufferEvent: OpaquePointer?
+    private var parser: HTTPRequestParser
+    private var exchanges: [Exchange] = []
+    private var actionIndex = 0
+    private(set) var state: State = .idle
+    private var waitTimer: LoopTimer?
+    private var headerTimer: LoopTimer?
+    private var requestCount = 0
+    private var readEOF = false
+    /// Close once everything queued has been written (after the client's EOF, or after a final response).
+    private var closeWhenDrained = false
+    private var readingPaused = false
+    /// Journal entries whose bytes are all queued; they complete when the output buffer drains.
+    private var awaitingDrain: [(sequence: Int, bytes: Int)] = []
+    private var headArrival: (wall: Double, monotonic: UInt64)?
+
+    /// Stop reading when this many responses are queued or this much output is unsent (a client pipelining
+    /// without reading must not make us buffer without bound).
+    private static let maxQueuedExchanges = 128
+    private static let maxPendingOutput = 4 * 1024 * 1024
+
+    init(id: Int, fd: Int32, clientAddress: String, server: ServerCore) {
+        self.id = id
+        self.clientAddress = clientAddress
+        self.server = server
+        parser = HTTPRequestParser(limits: server.configuration.parserLimits)
+        var one: Int32 = 1
+        // Responses are often tiny and drips are deliberately small: send each write at once.
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        bufferEvent = bufferevent_socket_new(server.loop.base, fd, Int32(BEV_OPT_CLOSE_ON_FREE.rawValue))
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        bufferevent_setcb(bufferEvent, { _, context in
+            Connection.recover(context).readable()
+        }, { _, context in
+            Connection.recover(context).drained()
+        }, { _, events, context in
+            Connection.recover(context).event(events)
+        }, context)
+        bufferevent_enable(bufferEvent, Int16(EV_READ | EV_WRITE))
+    }
+
+    /// The connection behind a libevent callback's context. The server's connection table keeps it alive
+    /// until `teardown()`, which frees the bufferevent first, so no callback can outlive it.
+    private static func recover(_ context: UnsafeMutableRawPointer?) -> Connection {
+        Unmanaged<Connection>.fromOpaque(context!).takeUnretainedValue()
+    }
+
+    private func transition(to next: State) {
+        switch (state, next) {
+        case (.closed, _):
+            assertionFailure("connection \(id): transition from closed to \(next)")
+        default:
+            state = next
+        }
+    }
+
+    // MARK: - Reading
+
+    private func readable() {
+        guard let input = bufferevent_get_input(bufferEvent) else { return }
+        while evbuffer_get_length(input) > 0 {
+            let count = server.readScratch.withUnsafeMutableBytes { buffer in
+                evbuffer_remove(input, buffer.baseAddress, buffer.count)
+            }
+            guard count > 0 else { break }
+            server.readScratch.withUnsafeBytes { buffer in
+                parser.append(UnsafeRawBufferPointer(rebasing: buffer[0..<Int(count)]))
+            }
+        }
+        parseAvailable()
+    }
+
+    private func parseAvailable() {
+        while state != .closed, let event = parser.next() {
+            switch event {
+            case .head(let head):
+                noteHeadArrival()
+                // RFC 9110 §10.1.1: answer 100 at once, unless an earlier response is still being written
+                // (interleaving it would corrupt that response; the client then sends its body after its
+                // own short wait).
+                if head.expectsContinue && exchanges.isEmpty && state == .idle {
+                    write(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
+                }
+            case .request(let request):
+                noteHeadArrival()
+                received(request)
+            case .failure(let error):
+                noteHeadArrival()
+                rejected(error)
+            }
+        }
+        guard state != .closed else { return }
+        updateHeaderTimer()
+        updateReadInterest()
+    }
+
+    private func noteHeadArrival() {
+        if headArrival == nil { headArrival = (Clock.wallSeconds(), Clock.monotonicNanos()) }
+    }
+
+    /// 408 when a request's header section is not complete within the header timeout (RFC 9110 §15.5.9).
+    /// Armed when the first byte of a head arrives, not re-armed per byte, so a slowloris client cannot keep
+    /// a connection by trickling.
+    private func updateHeaderTimer() {
+        let inHead = parser.hasPartialRequest && !parser.isReadingBody
+        if !inHead {
+            headerTimer?.cancel()
+            headerTimer = nil
+        } else if headerTimer == nil {
+            headerTimer = LoopTimer(loop: server.loop, milliseconds: server.configuration.headerTimeoutMilliseconds) {
+                [unowned self] in
+                headerTimer = nil
+                headerTimedOut()
+            }
+        }
+    }
+
+    private func headerTimedOut() {
+        guard state != .closed else { return }
+        let error = HTTPParseError(
+            status: 408, reason: "request header section not complete within "
+                + "\(server.configuration.headerTimeoutMilliseconds) ms",
+            head: nil, requestLinePrefix: parser.partialRequestLine)
+        noteHeadArrival()
+        parser = HTTPRequestParser(limits: server.configuration.parserLimits)
+        rejected(error)
+    }
+
+    private func received(_ request: HTTPRequest) {
+        let arrival = headArrival ?? (Clock.wallSeconds(), Clock.monotonicNanos())
+        headArrival = nil
+        let index = requestCount
+        requestCount += 1
+        if request.path.hasPrefix(AdminAPI.prefix) && !server.journalsAdmin {
+            let exchange = Exchange(sequence: nil, plan: nil)
+            exchanges.append(exchange)
+            server.admin.handle(request, connection: self) { [weak self, exchange] plan, after in
+                guard let self, self.state != .closed else { return }
+                exchange.plan = plan
+                exchange.afterCompletion = after
+                self.startNextIfIdle()
+            }
+            startNextIfIdle()
+            return
+        }
+        var entry = JournalEntry(
+            receivedAtWall: arrival.wall, receivedAtMonotonicNanos: arrival.monotonic, connectionID: id,
+            indexOnConnection: index, clientAddress: clientAddress, head: request.head,
+            requestLine: "\(request.method) \(request.target) \(request.head.version)",
+            body: request.body, bodySize: request.body.count)
+        let decision = server.engine.decide(request, requestID: server.journal.nextSequence)
+        entry.scenario = decision.scenario
+        entry.route = decision.route
+        entry.step = decision.step
+        entry.unmatched = decision.unmatched
+        entry.status = decision.plan.status
+        entry.fault = decision.plan.fault
+        let sequence = server.record(entry)
+        exchanges.append(Exchange(sequence: sequence, plan: decision.plan))
+        startNextIfIdle()
+    }
+
+    /// A request that is not valid HTTP: journal it as malformed, answer with its status and close
+    /// (after the responses queued before it, to keep their order).
+    private func rejected(_ error: HTTPParseError) {
+        let arrival = headArrival ?? (Clock.wallSeconds(), Clock.monotonicNanos())
+        headArrival = nil
+        let index = requestCount
+        requestCount += 1
+        var entry = JournalEntry(
+            receivedAtWall: arrival.wall, receivedAtMonotonicNanos: arrival.monotonic, connectionID: id,
+            indexOnConnection: index, clientAddress: clientAddress, head: error.head,
+            requestLine: error.requestLinePrefix, malformed: error.reason)
+        entry.status = error.status
+        let sequence = server.record(entry)
+        let body: JSONValue = .object([
+            ("error", .string(HTTPStatus.reasonPhrase(error.status))),
+            ("status", .int(error.status)),
+            ("reason", .string(error.reason)),
+        ])
+        let response = HTTPResponse.json(error.status, body)
+        let plan = ResponsePlan(actions: [.write(response.serialized(close: true)), .close], status: error.status, keepAlive: false)
+        exchanges.append(Exchange(sequence: sequence, plan: plan))
+        startNextIfIdle()
+    }
+
+    private func updateReadInterest() {
+        guard let bufferEvent, !readEOF else { return }
+        let output = evbuffer_get_length(bufferevent_get_output(bufferEvent))
+        let shouldPause = exchanges.count >= Connection.maxQueuedExchanges || output >= Connection.maxPendingOutput
+        if shouldPause && !readingPaused {
+            bufferevent_disable(bufferEvent, Int16(EV_READ))
+            readingPaused = true
+        } else if !shouldPause && readingPaused {
+            bufferevent_enable(bufferEvent, Int16(EV_READ))
+            readingPaused = false
+            // Bytes may have arrived and been parsed while paused; requests may be waiting in the parser.
+            parseAvailable()
+        }
+    }
+
+    // MARK: - Writing
+
+    private func startNextIfIdle() {
+        guard state == .idle, let exchange = exchanges.first, exchange.plan != nil else { return }
+        actionIndex = 0
+        transition(to: .responding)
+        runActions()
+    }
+
+    private func write(_ bytes: [UInt8]) {
+        guard let bufferEvent else { return }
+        bytes.withUnsafeBytes { _ = bufferevent_write(bufferEvent, $0.baseAddress, $0.count) }
+    }
+
+    /// Carries out the current exchange's actions from `actionIndex` until one has to wait.
+    private func runActions() {
+        guard state == .responding, let exchange = exchanges.first, let plan = exchange.plan else { return }
+        while actionIndex < plan.actions.count {
+            let action = plan.actions[actionIndex]
+            actionIndex += 1
+            switch action {
+            case .write(let bytes):
+                write(bytes)
+                exchange.bytesWritten += bytes.count
+            case .wait(let milliseconds):
+                waitTimer = LoopTimer(loop: server.loop, milliseconds: milliseconds) { [unowned self] in
+                    waitTimer = nil
+                    runActions()
+                }
+                return
+            case .shutdownWrite, .reset, .close:
+                if pendingOutput > 0 {
+                    transition(to: .draining(action))
+                } else {
+                    perform(action)
+                }
+                return
+            case .hang:
+                transition(to: .hanging)
+                return
+            }
+        }
+        finishExchange()
+    }
+
+    private var pendingOutput: Int {
+        guard let bufferEvent else { return 0 }
+        return evbuffer_get_length(bufferevent_get_output(bufferEvent))
+    }
+
+    /// Every action of the head exchange has run: it completes when its bytes have drained.
+    private func finishExchange() {
+        let exchange = exchanges.removeFirst()
+        if let sequence = exchange.sequence { awaitingDrain.append((sequence, exchange.bytesWritten)) }
+        exchange.afterCompletion.map { after in
+            // Run once the bytes are out, e.g. stop the server after answering `POST /shutdown`.
+            drainActions.append(after)
+        }
+        transition(to: .idle)
+        if pendingOutput == 0 { drained() }
+        guard state == .idle else { return }
+        if exchange.plan?.keepAlive == false {
+            closeWhenDrained = true
+            if pendingOutput == 0 { teardown(outcomeForQueued: .cancelled) }
+            return
+        }
+        if readEOF && exchanges.isEmpty && !parser.hasPartialRequest {
+            closeWhenDrained = true
+            if pendingOutput == 0 { teardown(outcomeForQueued: .cancelled) }
+            return
+        }
+        startNextIfIdle()
+        updateReadInterest()
+    }
+
+    private var drainActions: [() -> Void] = []
+
+    private func drained() {
+        if !awaitingDrain.isEmpty {
+            let now = Clock.monotonicNanos()
+            for (sequence, bytes) in awaitingDrain {
+                server.updateEntry(sequence) {
+                    $0.outcome = .completed
+                    $0.bytesWritten = bytes
+                    $0.finishedAtMonotonicNanos = now
+                }
+            }
+            awaitingDrain.removeAll(keepingCapacity: true)
+        }
+        if !drainActions.isEmpty {
+            let actions = drainActions
+            drainActions.removeAll()
+            actions.forEach { $0() }
+        }
+        guard state != .closed else { return }
+        if case .draining(let action) = state {
+            perform(action)
+            return
+        }
+        if closeWhenDrained && state == .idle {
+            teardown(outcomeForQueued: .cancelled)
+            return
+        }
+        updateReadInterest()
+    }
+
+    /// A close, reset or shutdown, with the output already drained.
+    private func perform(_ action: WireAction) {
+        guard let exchange = exchanges.first, let bufferEvent else { return }
+        let fault = exchange.plan?.fault != nil
+        switch action {
+        case .reset:
+            // Deliberate RST: SO_LINGER {on, 0 s} makes close() abort the connection (RFC 9293 §3.10.7.1).
+            var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+            setsockopt(bufferevent_getfd(bufferEvent), SOL_SOCKET, SO_LINGER, &linger,
+                       socklen_t(MemoryLayout<Glibc.linger>.size))
+            complete(exchange, .resetSent)
+            exchanges.removeFirst()
+            teardown(outcomeForQueued: .cancelled)
+        case .close:
+            complete(exchange, fault ? .closedByFault : .completed)
+            exchanges.removeFirst()
+            teardown(outcomeForQueued: .cancelled)
+        case .shutdownWrite:
+            shutdown(bufferevent_getfd(bufferEvent), Int32(SHUT_WR))
+            complete(exchange, .halfClosed)
+            exchanges.removeFirst()
+            // Requests that arrive from now on are journaled but can never be answered.
+            transition(to: .halfClosed)
+            if readEOF { teardown(outcomeForQueued: .cancelled) }
+        default:
+            assertionFailure("connection \(id): perform(\(action)) is not a closing action")
+        }
+    }
+
+    private func complete(_ exchange: Exchange, _ outcome: ExchangeOutcome) {
+        guard let sequence = exchange.sequence else { return }
+        let now = Clock.monotonicNanos()
+        let bytes = exchange.bytesWritten
+        server.updateEntry(sequence) {
+            $0.outcome = outcome
+            $0.bytesWritten = bytes
+            $0.finishedAtMonotonicNanos = now
+        }
+    }
+
+    // MARK: - Connection events
+
+    private func event(_ events: Int16) {
+        if events & Int16(BEV_EVENT_EOF) != 0 {
+            clientFinishedSending()
+        } else if events & Int16(BEV_EVENT_ERROR) != 0 {
+            // ECONNRESET, EPIPE: the client is gone. Whatever was in progress ends here.
+            teardown(outcomeForQueued: .clientClosed)
+        }
+    }
+
+    /// The client shut down its sending side. It may still be reading (a half-close after sending), so
+    /// queued responses go on; once they are done, we close.
+    private func clientFinishedSending() {
+        readEOF = true
+        if parser.hasPartialRequest {
+            let error = HTTPParseError(
+                status: 400, reason: "connection closed by the client in the middle of a request",
+                head: nil, requestLinePrefix: parser.partialRequestLine)
+            journalAbandoned(error)
+        }
+        headerTimer?.cancel()
+        headerTimer = nil
+        switch state {
+        case .hanging:
+            if let exchange = exchanges.first { complete(exchange, .hangReleased); exchanges.removeFirst() }
+            teardown(outcomeForQueued: .clientClosed)
+        case .halfClosed:
+            teardown(outcomeForQueued: .clientClosed)
+        case .idle where exchanges.isEmpty:
+            if pendingOutput == 0 { teardown(outcomeForQueued: .cancelled) } else { closeWhenDrained = true }
+        default:
+            break
+        }
+    }
+
+    /// A request cut short by the client: no response is possible, but the journal must show it.
+    private func journalAbandoned(_ error: HTTPParseError) {
+        let arrival = headArrival ?? (Clock.wallSeconds(), Clock.monotonicNanos())
+        var entry = JournalEntry(
+            receivedAtWall: arrival.wall, receivedAtMonotonicNanos: arrival.monotonic, connectionID: id,
+            indexOnConnection: requestCount, clientAddress: clientAddress, head: nil,
+            requestLine: error.requestLinePrefix, malformed: error.reason)
+        entry.outcome = .rejected
+        entry.finishedAtMonotonicNanos = Clock.monotonicNanos()
+        requestCount += 1
+        server.record(entry)
+    }
+
+    /// Closes the socket and forgets the connection. Exchanges not yet answered get `outcomeForQueued`
+    /// (the head one `clientClosed`/`hangReleased` as appropriate).
+    func teardown(outcomeForQueued outcome: ExchangeOutcome) {
+        guard state != .closed else { return }
+        let head = exchanges.first
+        let headOutcome: ExchangeOutcome
+        switch state {
+        case .hanging: headOutcome = outcome == .clientClosed ? .hangReleased : outcome
+        case .responding, .draining: headOutcome = outcome
+        default: headOutcome = outcome
+        }
+        if let head, head.plan != nil, state != .idle {
+            complete(head, headOutcome)
+            exchanges.removeFirst()
+        }
+        for exchange in exchanges { complete(exchange, outcome) }
+        exchanges.removeAll()
+        // Written to the kernel but unconfirmed: if the client is gone they may not have arrived.
+        if pendingOutput > 0 || outcome == .clientClosed {
+            let unsent = awaitingDrain
+            awaitingDrain.removeAll()
+            for (sequence, bytes) in unsent {
+                server.updateEntry(sequence) {
+                    $0.outcome = .clientClosed
+                    $0.bytesWritten = bytes
+                }
+            }
+        } else if !awaitingDrain.isEmpty {
+            drained()
+        }
+        waitTimer?.cancel()
+        waitTimer = nil
+        headerTimer?.cancel()
+        headerTimer = nil
+        state = .closed
+        if let bufferEvent { bufferevent_free(bufferEvent) }
+        bufferEvent = nil
+        let after = drainActions
+        drainActions.removeAll()
+        server.connectionClosed(self)
+        after.forEach { $0() }
+    }
+
+    /// The connection is busy with a response that a scenario reset must not let leak into the next test.
+    var hasPendingScriptedResponse: Bool {
+        switch state {
+        case .responding: return waitTimer != nil
+        case .hanging, .draining: return true
+        default: return false
+        }
+    }
+}

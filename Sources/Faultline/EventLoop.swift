@@ -1,0 +1,168 @@
+import CLibevent
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The one libevent loop, run on its own thread (STYLE §3). Other threads never touch libevent: they
+/// `post` closures, which the loop picks up through an eventfd wakeup and runs in order.
+final class EventLoop: @unchecked Sendable {
+    /// The libevent base. Only touched on the loop thread (creation happens before the thread starts).
+    let base: OpaquePointer
+    private let wakeFD: Int32
+    private var wakeEvent: OpaquePointer?
+    private let queue = Mutex<[@Sendable () -> Void]>([])
+    private let threadID = Mutex<pthread_t?>(nil)
+    private let finished = Mutex<[CheckedContinuation<Void, Never>]?>([])
+
+    init() throws(ServerError) {
+        guard let config = event_config_new() else { throw .libevent("event_config_new") }
+        defer { event_config_free(config) }
+        // Precise timers: delays are the product, so a coarse clock is not good enough.
+        event_config_set_flag(config, Int32(EVENT_BASE_FLAG_PRECISE_TIMER.rawValue))
+        guard let base = event_base_new_with_config(config) else { throw .libevent("event_base_new_with_config") }
+        self.base = base
+        wakeFD = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
+        guard wakeFD >= 0 else {
+            event_base_free(base)
+            throw .system(call: "eventfd", errno: errno)
+        }
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        wakeEvent = event_new(base, wakeFD, Int16(EV_READ | EV_PERSIST), { fd, _, context in
+            var counter: UInt64 = 0
+            _ = read(fd, &counter, 8)
+            Unmanaged<EventLoop>.fromOpaque(context!).takeUnretainedValue().drainQueue()
+        }, context)
+        event_add(wakeEvent, nil)
+    }
+
+    deinit {
+        if let wakeEvent { event_free(wakeEvent) }
+        event_base_free(base)
+        close(wakeFD)
+    }
+
+    /// Starts the loop thread. Returns at once.
+    func start() {
+        // A plain pthread (not Foundation's Thread): this file must not import Foundation, whose Dispatch
+        // module clashes with libevent's headers over `fd_set`.
+        var thread = pthread_t()
+        let context = Unmanaged.passRetained(self).toOpaque()
+        let created = pthread_create(&thread, nil, { context in
+            let loop = Unmanaged<EventLoop>.fromOpaque(context!).takeRetainedValue()
+            loop.runOnThisThread()
+            return nil
+        }, context)
+        precondition(created == 0, "pthread_create failed: \(created)")
+        pthread_detach(thread)
+    }
+
+    private func runOnThisThread() {
+        threadID.withLock { $0 = pthread_self() }
+        event_base_loop(base, 0)
+        // Anything posted after the loop ended would never run; run it here so no caller waits forever.
+        drainQueue()
+        let waiters = finished.withLock { waiters -> [CheckedContinuation<Void, Never>] in
+            defer { waiters = nil }
+            return waiters ?? []
+        }
+        waiters.forEach { $0.resume() }
+    }
+
+    var isOnLoopThread: Bool {
+        threadID.withLock { id in id.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
+    }
+
+    /// Runs `work` on the loop thread, soon. Safe from any thread.
+    func post(_ work: @escaping @Sendable () -> Void) {
+        queue.withLock { $0.append(work) }
+        var one: UInt64 = 1
+        _ = write(wakeFD, &one, 8)
+    }
+
+    /// Runs `work` on the loop thread and returns its result.
+    func submit<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            post { continuation.resume(returning: work()) }
+        }
+    }
+
+    /// Ends `event_base_loop` after the current callbacks. Call on the loop thread.
+    func breakLoop() {
+        event_base_loopbreak(base)
+    }
+
+    /// Returns once the loop thread has finished.
+    func waitUntilFinished() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let alreadyDone = finished.withLock { waiters -> Bool in
+                guard waiters != nil else { return true }
+                waiters!.append(continuation)
+                return false
+            }
+            if alreadyDone { continuation.resume() }
+        }
+    }
+
+    private func drainQueue() {
+        while true {
+            let work = queue.withLock { pending -> [@Sendable () -> Void] in
+                defer { pending.removeAll() }
+                return pending
+            }
+            if work.isEmpty { return }
+            work.forEach { $0() }
+        }
+    }
+}
+
+/// A one-shot loop timer that runs a closure on the loop thread. Cancel it, or let it fire; either way the
+/// libevent event is freed by `deinit`. Loop thread only.
+final class LoopTimer {
+    private var event: OpaquePointer?
+    private var action: (() -> Void)?
+
+    init(loop: EventLoop, milliseconds: Int, _ action: @escaping () -> Void) {
+        self.action = action
+        // The event holds no reference to the timer: the owner keeps the timer alive while it is pending,
+        // and cancelling (or deinit) removes the event before it could fire on a dead object.
+        event = event_new(loop.base, -1, 0, { _, _, context in
+            let timer = Unmanaged<LoopTimer>.fromOpaque(context!).takeUnretainedValue()
+            let action = timer.action
+            timer.action = nil
+            action?()
+        }, Unmanaged.passUnretained(self).toOpaque())
+        var delay = timeval(tv_sec: milliseconds / 1000, tv_usec: (milliseconds % 1000) * 1000)
+        event_add(event, &delay)
+    }
+
+    var isPending: Bool { action != nil }
+
+    func cancel() {
+        action = nil
+        if let event { event_del(event) }
+    }
+
+    deinit {
+        if let event {
+            event_del(event)
+            event_free(event)
+        }
+    }
+}
+
+/// Monotonic and wall clocks for journal times.
+enum Clock {
+    static func monotonicNanos() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+    }
+
+    static func wallSeconds() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+}

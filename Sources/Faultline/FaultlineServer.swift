@@ -1,0 +1,113 @@
+import FaultlineCore
+import Foundation
+import Synchronization
+
+/// Faultline's version, as `--version` and `/__faultline/health` report it.
+public enum Faultline {
+    public static let version = "0.1.0"
+}
+
+/// A running Faultline server: a libevent loop on its own thread, serving the scripted routes and the admin
+/// API on one port. Start one per test (port 0 picks a free port); every method is safe from any thread and
+/// is carried out on the loop thread.
+///
+/// ```swift
+/// let server = try FaultlineServer(configuration: .init(scenarios: ScenarioLoader.load(paths: ["scenarios"])))
+/// defer { Task { await server.stop() } }
+/// let (data, _) = try await URLSession.shared.data(from: server.baseURL.appending(path: "v1/products/1"))
+/// ```
+public final class FaultlineServer: Sendable {
+    /// How to run the server.
+    public struct Configuration: Sendable {
+        /// Interface to bind. Loopback unless told otherwise: a stub server has no business on a network.
+        public var host: String = "127.0.0.1"
+        /// 0 picks a free port; read it back from `port`.
+        public var port: Int = 0
+        public var scenarios: [Scenario] = []
+        /// Journal entries kept; older ones are evicted, counters stay exact.
+        public var journalCapacity: Int = 10_000
+        /// Request body bytes kept per journal entry.
+        public var journalBodyBytes: Int = 64 * 1024
+        public var parserLimits = HTTPParserLimits()
+        /// A request's header section must be complete this long after its first byte, or it gets 408.
+        public var headerTimeoutMilliseconds: Int = 10_000
+        /// Journal requests to `/__faultline/…` too (normally they are left out).
+        public var journalAdminRequests = false
+
+        public init(
+            host: String = "127.0.0.1", port: Int = 0, scenarios: [Scenario] = [], journalCapacity: Int = 10_000,
+            journalBodyBytes: Int = 64 * 1024, parserLimits: HTTPParserLimits = HTTPParserLimits(),
+            headerTimeoutMilliseconds: Int = 10_000, journalAdminRequests: Bool = false
+        ) {
+            self.host = host
+            self.port = port
+            self.scenarios = scenarios
+            self.journalCapacity = journalCapacity
+            self.journalBodyBytes = journalBodyBytes
+            self.parserLimits = parserLimits
+            self.headerTimeoutMilliseconds = headerTimeoutMilliseconds
+            self.journalAdminRequests = journalAdminRequests
+        }
+    }
+
+    private let loop: EventLoop
+    /// Touched only on the loop thread (and, before the loop starts, in `init`).
+    private let core: ServerCore
+    private let stopped = Mutex(false)
+
+    /// The port actually bound.
+    public let port: Int
+    public let host: String
+
+    /// `http://HOST:PORT` for pointing a client at the stubs.
+    public var baseURL: URL {
+        URL(string: "http://\(host.contains(":") ? "[\(host)]" : host):\(port)")!
+    }
+
+    /// Binds, then starts the loop thread. Throws when the address cannot be bound.
+    public init(configuration: Configuration) throws(ServerError) {
+        loop = try EventLoop()
+        core = ServerCore(loop: loop, configuration: configuration)
+        try core.listen()
+        port = core.port
+        host = configuration.host
+        loop.start()
+    }
+
+    /// Stops on SIGINT and SIGTERM (for the CLI). `onSignal` runs on the loop thread first.
+    public func stopOnSignals(_ onSignal: @escaping @Sendable (Int32) -> Void = { _ in }) {
+        loop.post { [core] in core.stopOnSignals(onSignal) }
+    }
+
+    /// Stops accepting, cuts every connection (pending exchanges are journaled as cancelled) and ends the
+    /// loop thread. Returns when the thread has finished. Calling it twice is harmless.
+    public func stop() async {
+        loop.post { [core] in core.stop() }
+        await loop.waitUntilFinished()
+    }
+
+    /// Returns when the server has stopped, whoever stopped it (`stop()`, a signal, `POST /shutdown`).
+    public func waitUntilStopped() async {
+        await loop.waitUntilFinished()
+    }
+
+    /// Replaces the loaded scenarios; every script starts from the beginning.
+    public func load(_ scenarios: [Scenario]) async {
+        await loop.submit { [core] in core.load(scenarios) }
+    }
+
+    /// Rewinds every script and reseeds randomness; the scenarios stay loaded.
+    public func resetScenarios() async {
+        await loop.submit { [core] in core.resetScenarios() }
+    }
+
+    /// Journal entries matching `filter`, oldest first.
+    public func requests(_ filter: JournalFilter = JournalFilter(), limit: Int? = nil) async -> [JournalEntry] {
+        await loop.submit { [core] in core.journal.query(filter, limit: limit) }
+    }
+
+    /// Forgets the journal's entries; sequence numbers and counters go on.
+    public func clearJournal() async {
+        await loop.submit { [core] in core.journal.clear() }
+    }
+}

@@ -1,0 +1,195 @@
+import CLibevent
+import FaultlineCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Everything the running server owns, confined to the loop thread: the listener, the connections, the
+/// engine and the journal. `FaultlineServer` is its thread-safe front. `@unchecked Sendable` only so that
+/// closures posted to the loop can carry it there; it is never used from another thread.
+final class ServerCore: @unchecked Sendable {
+    let loop: EventLoop
+    let configuration: FaultlineServer.Configuration
+    let engine: Engine
+    var journal: Journal
+    private(set) lazy var admin = AdminAPI(core: self)
+    private var listener: OpaquePointer?
+    private var signalEvents: [OpaquePointer] = []
+    private var connections: [Int: Connection] = [:]
+    private var nextConnectionID = 1
+    /// Where connections copy bytes out of libevent before parsing; one per loop, reused by every read.
+    var readScratch = [UInt8](repeating: 0, count: 64 * 1024)
+    private(set) var port = 0
+    private(set) var isStopping = false
+    let startedAtMonotonic = Clock.monotonicNanos()
+    /// Called on the loop thread whenever the journal changes (admin long-polls wait on it).
+    var journalObservers: [(ServerCore) -> Void] = []
+
+    var journalsAdmin: Bool { configuration.journalAdminRequests }
+    var connectionCount: Int { connections.count }
+
+    init(loop: EventLoop, configuration: FaultlineServer.Configuration) {
+        self.loop = loop
+        self.configuration = configuration
+        engine = Engine(scenarios: configuration.scenarios)
+        journal = Journal(capacity: configuration.journalCapacity, maxBodyBytes: configuration.journalBodyBytes)
+    }
+
+    /// Binds and listens. Runs before the loop thread starts, so touching libevent here is safe.
+    func listen() throws(ServerError) {
+        var storage = sockaddr_storage()
+        var length = Int32(MemoryLayout<sockaddr_storage>.size)
+        let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
+        let parsed = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                evutil_parse_sockaddr_port("\(host):\(configuration.port)", $0, &length)
+            }
+        }
+        guard parsed == 0 else {
+            throw .cannotListen(host: configuration.host, port: configuration.port, reason: "not a numeric IP address")
+        }
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        let flags = LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC
+        listener = withUnsafePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
+                evconnlistener_new_bind(loop.base, { _, fd, address, length, context in
+                    let core = Unmanaged<ServerCore>.fromOpaque(context!).takeUnretainedValue()
+                    core.accepted(fd: fd, address: address, length: length)
+                }, context, flags, 1024, address, length)
+            }
+        }
+        guard let listener else {
+            throw .cannotListen(host: configuration.host, port: configuration.port, reason: String(cString: strerror(errno)))
+        }
+        evconnlistener_set_error_cb(listener) { listener, context in
+            // EMFILE and friends: pause accepting briefly instead of spinning on the error.
+            let core = Unmanaged<ServerCore>.fromOpaque(context!).takeUnretainedValue()
+            core.acceptFailed()
+        }
+        var bound = sockaddr_storage()
+        var boundLength = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        withUnsafeMutablePointer(to: &bound) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                _ = getsockname(evconnlistener_get_fd(listener), $0, &boundLength)
+            }
+        }
+        port = Int(bound.ss_family == sa_family_t(AF_INET6)
+            ? withUnsafePointer(to: &bound) { $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin6_port) } }
+            : withUnsafePointer(to: &bound) { $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin_port) } })
+    }
+
+    private var acceptPause: LoopTimer?
+
+    private func acceptFailed() {
+        guard let listener, acceptPause == nil else { return }
+        evconnlistener_disable(listener)
+        acceptPause = LoopTimer(loop: loop, milliseconds: 100) { [unowned self] in
+            acceptPause = nil
+            if let listener = self.listener, !isStopping { evconnlistener_enable(listener) }
+        }
+    }
+
+    private func accepted(fd: Int32, address: UnsafeMutablePointer<sockaddr>?, length: Int32) {
+        let id = nextConnectionID
+        nextConnectionID += 1
+        let connection = Connection(id: id, fd: fd, clientAddress: Self.describe(address), server: self)
+        connections[id] = connection
+    }
+
+    func connectionClosed(_ connection: Connection) {
+        connections[connection.id] = nil
+        admin.connectionClosed(connection.id)
+    }
+
+    /// Stops on SIGINT and SIGTERM, through the loop (libevent's signal events), so shutdown runs on the
+    /// loop thread like everything else.
+    func stopOnSignals(_ onSignal: @escaping (Int32) -> Void) {
+        signalHandler = onSignal
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        for signal in [SIGINT, SIGTERM] {
+            if let event = event_new(loop.base, signal, Int16(EV_SIGNAL | EV_PERSIST), { signal, _, context in
+                let core = Unmanaged<ServerCore>.fromOpaque(context!).takeUnretainedValue()
+                core.signalHandler?(signal)
+                core.stop()
+            }, context) {
+                event_add(event, nil)
+                signalEvents.append(event)
+            }
+        }
+    }
+
+    private var signalHandler: ((Int32) -> Void)?
+
+    // MARK: - Journal
+
+    @discardableResult
+    func record(_ entry: JournalEntry) -> Int {
+        let sequence = journal.record(entry)
+        notifyJournalObservers()
+        return sequence
+    }
+
+    func updateEntry(_ sequence: Int, _ change: (inout JournalEntry) -> Void) {
+        journal.update(sequence, change)
+        notifyJournalObservers()
+    }
+
+    private func notifyJournalObservers() {
+        if admin.hasWaiters { admin.journalChanged() }
+        for observer in journalObservers { observer(self) }
+    }
+
+    // MARK: - Scenarios
+
+    /// Replaces the loaded scenarios. Responses still pending from the old ones are cut off, so nothing from
+    /// one test's script can reach the next.
+    func load(_ scenarios: [Scenario]) {
+        cancelPendingResponses()
+        engine.load(scenarios)
+    }
+
+    func resetScenarios() {
+        cancelPendingResponses()
+        engine.reset()
+    }
+
+    private func cancelPendingResponses() {
+        for connection in connections.values where connection.hasPendingScriptedResponse {
+            connection.teardown(outcomeForQueued: .cancelled)
+        }
+    }
+
+    // MARK: - Stopping
+
+    /// Stops accepting, closes every connection (pending exchanges are journaled as cancelled) and ends the
+    /// loop. Loop thread only.
+    func stop() {
+        guard !isStopping else { return }
+        isStopping = true
+        if let listener { evconnlistener_free(listener) }
+        listener = nil
+        acceptPause?.cancel()
+        for event in signalEvents {
+            event_del(event)
+            event_free(event)
+        }
+        signalEvents = []
+        admin.stop()
+        for connection in Array(connections.values) { connection.teardown(outcomeForQueued: .cancelled) }
+        loop.breakLoop()
+    }
+
+    private static func describe(_ address: UnsafeMutablePointer<sockaddr>?) -> String {
+        guard let address else { return "unknown" }
+        var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
+        var service = [CChar](repeating: 0, count: Int(NI_MAXSERV))
+        let length = socklen_t(address.pointee.sa_family == sa_family_t(AF_INET6)
+            ? MemoryLayout<sockaddr_in6>.size : MemoryLayout<sockaddr_in>.size)
+        guard getnameinfo(address, length, &host, socklen_t(host.count), &service, socklen_t(service.count),
+                          NI_NUMERICHOST | NI_NUMERICSERV) == 0 else { return "unknown" }
+        let hostText = String(decoding: host.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let serviceText = String(decoding: service.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return address.pointee.sa_family == sa_family_t(AF_INET6) ? "[\(hostText)]:\(serviceText)" : "\(hostText):\(serviceText)"
+    }
+}

@@ -1,0 +1,141 @@
+/// The decision for one request: which route and step took it (if any) and the plan to put on the wire.
+public struct Decision: Sendable {
+    public var scenario: String?
+    public var route: String?
+    /// Zero-based index into the route's `responses`.
+    public var step: Int?
+    /// Set when no route took the request: the nearest route and why it missed.
+    public var unmatched: UnmatchedInfo?
+    public var plan: ResponsePlan
+}
+
+/// What the 404 for an unmatched request says about the nearest route.
+public struct UnmatchedInfo: Sendable, Equatable {
+    public var nearestScenario: String?
+    public var nearestRoute: String?
+    public var reason: String
+}
+
+/// The scripted behaviour of the loaded scenarios: matching, sequence cursors and response plans.
+///
+/// Not thread-safe by design: the server owns one engine on its loop thread, so a match and the cursor
+/// move it causes happen as one step (DESIGN §1). Deterministic for a given request sequence: all
+/// randomness comes from each scenario's seed.
+public final class Engine {
+    /// A route with the scenario it came from and its pre-rendered steps.
+    private struct LoadedRoute {
+        var scenario: Scenario
+        var scenarioIndex: Int
+        var route: Route
+        /// Cumulative `times`: step i answers requests [ends[i-1], ends[i]) of the script.
+        var stepEnds: [Int]
+        var prepared: [PreparedStep]
+    }
+
+    public private(set) var scenarios: [Scenario] = []
+    private var routes: [LoadedRoute] = []
+    /// Requests served per (route index, sequenceBy value).
+    private var cursors: [CursorKey: Int] = [:]
+    private var randoms: [SeededRandom] = []
+    private var nextResourceID = 1
+
+    private struct CursorKey: Hashable {
+        var route: Int
+        var partition: String
+    }
+
+    public init(scenarios: [Scenario] = []) {
+        load(scenarios)
+    }
+
+    /// Replaces every loaded scenario and starts all scripts from the beginning.
+    public func load(_ scenarios: [Scenario]) {
+        self.scenarios = scenarios
+        routes = []
+        for (index, scenario) in scenarios.enumerated() {
+            for route in scenario.routes {
+                var ends: [Int] = []
+                var total = 0
+                for step in route.responses {
+                    total += max(step.times, 1)
+                    ends.append(total)
+                }
+                routes.append(LoadedRoute(
+                    scenario: scenario, scenarioIndex: index, route: route, stepEnds: ends,
+                    prepared: route.responses.map(PreparedStep.init)))
+            }
+        }
+        reset()
+    }
+
+    /// Rewinds every script and reseeds every random source; the loaded scenarios stay.
+    public func reset() {
+        cursors = [:]
+        randoms = scenarios.map { SeededRandom(seed: $0.seed) }
+        nextResourceID = 1
+    }
+
+    /// Chooses the response for `request`, moving the matched route's cursor. `requestID` is the journal
+    /// sequence number, for `{{request.id}}`.
+    public func decide(_ request: HTTPRequest, requestID: Int) -> Decision {
+        let input = MatchInput(request: request)
+        var nearest: (miss: MatchMiss, index: Int)?
+        for index in routes.indices {
+            switch RouteMatcher.match(routes[index].route.match, input) {
+            case .matched(let parameters):
+                return play(index, input, parameters, requestID: requestID)
+            case .missed(let miss):
+                if nearest == nil || miss.score > nearest!.miss.score { nearest = (miss, index) }
+            }
+        }
+        let info = UnmatchedInfo(
+            nearestScenario: nearest.map { routes[$0.index].scenario.name },
+            nearestRoute: nearest.map { routes[$0.index].route.id },
+            reason: nearest?.miss.reason ?? "no routes are loaded")
+        return Decision(
+            scenario: nil, route: nil, step: nil, unmatched: info,
+            plan: ResponsePlanner.notFound(request, info))
+    }
+
+    private func play(
+        _ index: Int, _ input: MatchInput, _ parameters: [String: String], requestID: Int
+    ) -> Decision {
+        let loaded = routes[index]
+        let key = CursorKey(route: index, partition: partition(loaded.route.sequenceBy, input, parameters))
+        let served = cursors[key, default: 0]
+        cursors[key] = served + 1
+        let total = loaded.stepEnds.last ?? 0
+        var position = served
+        if served >= total {
+            switch loaded.route.afterLast {
+            case .repeatLast: position = total - 1
+            case .cycle: position = served % total
+            case .fail:
+                return Decision(
+                    scenario: loaded.scenario.name, route: loaded.route.id, step: nil, unmatched: nil,
+                    plan: ResponsePlanner.scriptExhausted(input.request, routeID: loaded.route.id, played: total))
+            }
+        }
+        let stepIndex = loaded.stepEnds.firstIndex(where: { position < $0 }) ?? loaded.stepEnds.count - 1
+        var context = TemplateContext(
+            pathParameters: parameters, query: input.query, headers: input.request.headers,
+            requestID: requestID, resourceID: { [unowned self] in
+                defer { self.nextResourceID += 1 }
+                return self.nextResourceID
+            })
+        let plan = ResponsePlanner.plan(
+            loaded.prepared[stepIndex], for: input.request, context: &context,
+            random: &randoms[loaded.scenarioIndex])
+        return Decision(
+            scenario: loaded.scenario.name, route: loaded.route.id, step: stepIndex, unmatched: nil, plan: plan)
+    }
+
+    private func partition(_ key: SequenceKey?, _ input: MatchInput, _ parameters: [String: String]) -> String {
+        switch key {
+        case nil: return ""
+        case .header(let name): return input.request.headers[name] ?? ""
+        case .query(let name): return input.query.first(where: { $0.name == name })?.value ?? ""
+        case .pathParameter(let name): return parameters[name] ?? ""
+        }
+    }
+}

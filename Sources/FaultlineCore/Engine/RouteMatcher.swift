@@ -1,0 +1,230 @@
+import Foundation
+
+/// The parts of a request that matching looks at, computed once per request.
+public struct MatchInput {
+    public var request: HTTPRequest
+    /// Percent-decoded path segments, without the leading empty one.
+    public var pathSegments: [String]
+    /// Percent-decoded query parameters in order (`+` is a space, as HTML forms send it).
+    public var query: [(name: String, value: String)]
+
+    public init(request: HTTPRequest) {
+        self.request = request
+        let path = request.path
+        var segments = path.split(separator: "/", omittingEmptySubsequences: false).map {
+            PercentDecoding.decode($0)
+        }
+        if segments.first == "" { segments.removeFirst() }
+        pathSegments = segments
+        query = PercentDecoding.queryParameters(request.query)
+    }
+}
+
+/// Why a route did not take a request, and how close it came (higher is closer).
+public struct MatchMiss: Sendable, Equatable {
+    public var reason: String
+    public var score: Int
+}
+
+/// The outcome of testing one route against one request.
+public enum MatchResult {
+    case matched(pathParameters: [String: String])
+    case missed(MatchMiss)
+}
+
+/// Route matching (DESIGN §2): every condition of `match` must hold. Pure functions, tested without sockets.
+public enum RouteMatcher {
+    public static func match(_ route: RouteMatch, _ input: MatchInput) -> MatchResult {
+        // Score: the path counts most, then the method, then each other condition; a miss keeps the
+        // score of what did match so the 404 can name the nearest route.
+        var score = 0
+        var parameters: [String: String] = [:]
+        if let pattern = route.path {
+            switch matchPath(pattern, input.pathSegments) {
+            case .success(let captured):
+                parameters = captured
+                score += 100
+            case .failure(let matchedSegments):
+                return .missed(MatchMiss(
+                    reason: "path \(input.request.path) does not match \(pattern.isPrefix ? "prefix " : "")"
+                        + pattern.source,
+                    score: matchedSegments * 10))
+            }
+        }
+        if !route.methods.isEmpty {
+            guard route.methods.contains(input.request.method) else {
+                return .missed(MatchMiss(
+                    reason: "method \(input.request.method) is not \(route.methods.joined(separator: " or "))",
+                    score: score))
+            }
+            score += 50
+        }
+        for (name, matcher) in route.query {
+            let value = input.query.first(where: { $0.name == name })?.value
+            if let problem = check(matcher, value) {
+                return .missed(MatchMiss(reason: "query parameter \(name) \(problem)", score: score))
+            }
+            score += 5
+        }
+        for (name, matcher) in route.headers {
+            let values = input.request.headers.values(name)
+            let value = values.isEmpty ? nil : values.joined(separator: ", ")
+            if let problem = check(matcher, value) {
+                return .missed(MatchMiss(reason: "header \(name) \(problem)", score: score))
+            }
+            score += 5
+        }
+        if let body = route.body, let problem = check(body, input.request.body) {
+            return .missed(MatchMiss(reason: "body \(problem)", score: score))
+        }
+        return .matched(pathParameters: parameters)
+    }
+
+    private enum PathOutcome {
+        case success([String: String])
+        /// How many leading segments did match, for scoring the miss.
+        case failure(Int)
+    }
+
+    private static func matchPath(_ pattern: PathPattern, _ segments: [String]) -> PathOutcome {
+        var wanted = pattern.segments
+        // "/v1/" as a prefix means "under /v1": its trailing empty segment is not a requirement.
+        if pattern.isPrefix, case .literal("")? = wanted.last { wanted.removeLast() }
+        var captured: [String: String] = [:]
+        for (index, segment) in wanted.enumerated() {
+            guard index < segments.count else { return .failure(index) }
+            switch segment {
+            case .literal(let text):
+                guard segments[index] == text else { return .failure(index) }
+            case .parameter(let name):
+                guard !segments[index].isEmpty else { return .failure(index) }
+                captured[name] = segments[index]
+            }
+        }
+        if !pattern.isPrefix && segments.count != wanted.count { return .failure(wanted.count) }
+        return .success(captured)
+    }
+
+    /// Nil when the value satisfies the matcher; otherwise what is wrong, phrased to follow a field name.
+    static func check(_ matcher: ValueMatcher, _ value: String?) -> String? {
+        switch matcher {
+        case .present:
+            return value == nil ? "is absent, expected present" : nil
+        case .absent:
+            return value == nil ? nil : "is present (\"\(value!)\"), expected absent"
+        case .equals(let expected):
+            guard let value else { return "is absent, expected \"\(expected)\"" }
+            return value == expected ? nil : "is \"\(value)\", expected \"\(expected)\""
+        case .contains(let part):
+            guard let value else { return "is absent, expected it to contain \"\(part)\"" }
+            return value.contains(part) ? nil : "is \"\(value)\", expected it to contain \"\(part)\""
+        case .regex(let pattern):
+            guard let value else { return "is absent, expected it to match /\(pattern)/" }
+            return RegexCache.matches(pattern, value) ? nil : "is \"\(value)\", expected it to match /\(pattern)/"
+        }
+    }
+
+    static func check(_ matcher: BodyMatcher, _ body: [UInt8]) -> String? {
+        switch matcher {
+        case .equals(let expected):
+            return body.elementsEqual(expected.utf8) ? nil : "differs from the expected text"
+        case .contains(let part):
+            let text = String(decoding: body, as: UTF8.self)
+            return text.contains(part) ? nil : "does not contain \"\(part)\""
+        case .jsonSubset(let expected):
+            guard let actual = try? JSONValue.parse(body) else { return "is not JSON" }
+            if let problem = JSONSubset.firstDifference(expected: expected, actual: actual, path: "$") {
+                return "JSON \(problem)"
+            }
+            return nil
+        }
+    }
+}
+
+/// JSON subset matching: objects match when every expected member matches; everything else must be equal.
+public enum JSONSubset {
+    public static func firstDifference(expected: JSONValue, actual: JSONValue, path: String) -> String? {
+        switch (expected, actual) {
+        case (.object(let wantedMembers), .object):
+            for (key, wanted) in wantedMembers {
+                guard let found = actual[key] else { return "\(path).\(key) is missing" }
+                if let problem = firstDifference(expected: wanted, actual: found, path: "\(path).\(key)") {
+                    return problem
+                }
+            }
+            return nil
+        case (.array(let wantedItems), .array(let items)):
+            guard wantedItems.count == items.count else {
+                return "\(path) has \(items.count) items, expected \(wantedItems.count)"
+            }
+            for (index, pair) in zip(wantedItems, items).enumerated() {
+                if let problem = firstDifference(expected: pair.0, actual: pair.1, path: "\(path)[\(index)]") {
+                    return problem
+                }
+            }
+            return nil
+        default:
+            return expected == actual ? nil : "\(path) is \(actual.serialized()), expected \(expected.serialized())"
+        }
+    }
+}
+
+/// Compiled regular expressions, kept per pattern so matching does not recompile on every request.
+/// Confined to the loop thread, like the engine that uses it.
+enum RegexCache {
+    nonisolated(unsafe) private static var compiled: [String: NSRegularExpression] = [:]
+
+    static func matches(_ pattern: String, _ value: String) -> Bool {
+        let regex: NSRegularExpression
+        if let cached = compiled[pattern] {
+            regex = cached
+        } else {
+            guard let made = try? NSRegularExpression(pattern: pattern) else { return false }
+            compiled[pattern] = made
+            regex = made
+        }
+        let range = NSRange(value.startIndex..<value.endIndex, in: value)
+        return regex.firstMatch(in: value, range: range) != nil
+    }
+}
+
+/// Percent-decoding for paths and query strings (RFC 3986 §2.1). Invalid escapes are kept as written.
+public enum PercentDecoding {
+    public static func decode<S: StringProtocol>(_ text: S, plusIsSpace: Bool = false) -> String {
+        let bytes = Array(text.utf8)
+        guard bytes.contains(0x25) || (plusIsSpace && bytes.contains(0x2B)) else { return String(text) }
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var i = 0
+        while i < bytes.count {
+            let b = bytes[i]
+            if b == 0x25, i + 2 < bytes.count, let hi = hexValue(bytes[i + 1]), let lo = hexValue(bytes[i + 2]) {
+                out.append(hi << 4 | lo)
+                i += 3
+            } else {
+                out.append(plusIsSpace && b == 0x2B ? 0x20 : b)
+                i += 1
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    public static func queryParameters(_ query: String) -> [(name: String, value: String)] {
+        guard !query.isEmpty else { return [] }
+        return query.split(separator: "&").map { pair in
+            if let eq = pair.firstIndex(of: "=") {
+                return (decode(pair[..<eq], plusIsSpace: true), decode(pair[pair.index(after: eq)...], plusIsSpace: true))
+            }
+            return (decode(pair, plusIsSpace: true), "")
+        }
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case 0x30...0x39: return byte - 0x30
+        case 0x41...0x46: return byte - 0x41 + 10
+        case 0x61...0x66: return byte - 0x61 + 10
+        default: return nil
+        }
+    }
+}

@@ -1,0 +1,51 @@
+/// A small, fast, reproducible generator (SplitMix64). The same seed gives the same sequence on every
+/// platform and every run, which is what makes a scenario's delays and chaos replayable.
+public struct SeededRandom: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+
+    public init(seed: UInt64) {
+        state = seed
+    }
+
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    /// A double in [0, 1).
+    public mutating func nextUnit() -> Double {
+        Double(next() >> 11) * (1.0 / 9_007_199_254_740_992.0)
+    }
+
+    /// A standard normal deviate (Box–Muller), for log-normal delays.
+    public mutating func nextGaussian() -> Double {
+        let u1 = max(nextUnit(), Double.leastNonzeroMagnitude)
+        let u2 = nextUnit()
+        return (-2 * log(u1)).squareRoot() * cos(2 * Double.pi * u2)
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+extension DelaySpec {
+    /// Draws this delay in milliseconds from `random`. Fixed delays draw nothing, so adding a fixed delay to
+    /// one step does not shift the random sequence of the others.
+    public func milliseconds(using random: inout SeededRandom) -> Int {
+        switch self {
+        case .fixed(let ms):
+            return ms
+        case .uniform(let low, let high):
+            return high <= low ? low : low + Int(random.next() % UInt64(high - low + 1))
+        case .logNormal(let median, let sigma):
+            let value = median * exp(sigma * random.nextGaussian())
+            return Int(min(value, 600_000).rounded())
+        }
+    }
+}

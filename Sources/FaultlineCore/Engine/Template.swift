@@ -1,0 +1,85 @@
+/// The values a response template may refer to (DESIGN §2): `{{path.x}}`, `{{query.x}}`, `{{header.X}}`,
+/// `{{request.id}}`, `{{resource.id}}`.
+public struct TemplateContext {
+    public var pathParameters: [String: String]
+    public var query: [(name: String, value: String)]
+    public var headers: HTTPHeaders
+    public var requestID: Int
+    /// Drawn lazily: a step that never mentions `{{resource.id}}` does not consume an id.
+    public var resourceID: () -> Int
+
+    public init(
+        pathParameters: [String: String], query: [(name: String, value: String)], headers: HTTPHeaders,
+        requestID: Int, resourceID: @escaping () -> Int
+    ) {
+        self.pathParameters = pathParameters
+        self.query = query
+        self.headers = headers
+        self.requestID = requestID
+        self.resourceID = resourceID
+    }
+}
+
+/// Expands `{{…}}` placeholders. An unknown placeholder is left as written so the mistake is visible in the
+/// response; a known one whose value is missing (an absent header) becomes the empty string.
+public enum Template {
+    /// Whether `text` contains a placeholder at all; steps without any are pre-rendered once at load time.
+    public static func hasPlaceholders(_ text: String) -> Bool {
+        text.utf8.firstRange(of: "{{".utf8) != nil
+    }
+
+    public static func render(_ text: String, _ context: TemplateContext, resourceID: inout Int?) -> String {
+        guard hasPlaceholders(text) else { return text }
+        var out = ""
+        var rest = Substring(text)
+        while let open = rest.range(of: "{{") {
+            out += rest[..<open.lowerBound]
+            guard let close = rest[open.upperBound...].range(of: "}}") else {
+                rest = rest[open.lowerBound...]
+                break
+            }
+            let name = rest[open.upperBound..<close.lowerBound].trimmingWhitespace()
+            out += value(of: name, context, resourceID: &resourceID) ?? "{{\(name)}}"
+            rest = rest[close.upperBound...]
+        }
+        out += rest
+        return out
+    }
+
+    private static func value(of name: String, _ context: TemplateContext, resourceID: inout Int?) -> String? {
+        if name == "request.id" { return String(context.requestID) }
+        if name == "resource.id" {
+            let id = resourceID ?? context.resourceID()
+            resourceID = id
+            return String(id)
+        }
+        if name.hasPrefix("path.") { return context.pathParameters[String(name.dropFirst(5))] ?? "" }
+        if name.hasPrefix("query.") {
+            let key = name.dropFirst(6)
+            return context.query.first(where: { $0.name == key })?.value ?? ""
+        }
+        if name.hasPrefix("header.") { return context.headers[String(name.dropFirst(7))] ?? "" }
+        return nil
+    }
+
+    /// Renders every string inside a JSON value (keys stay as written).
+    public static func render(_ value: JSONValue, _ context: TemplateContext, resourceID: inout Int?) -> JSONValue {
+        switch value {
+        case .string(let s): return .string(render(s, context, resourceID: &resourceID))
+        case .array(let items): return .array(items.map { render($0, context, resourceID: &resourceID) })
+        case .object(let members):
+            return .object(members.map { ($0.key, render($0.value, context, resourceID: &resourceID)) })
+        default: return value
+        }
+    }
+
+    /// Whether any string in the JSON value holds a placeholder.
+    public static func hasPlaceholders(_ value: JSONValue) -> Bool {
+        switch value {
+        case .string(let s): return hasPlaceholders(s)
+        case .array(let items): return items.contains(where: hasPlaceholders)
+        case .object(let members): return members.contains(where: { hasPlaceholders($0.value) })
+        default: return false
+        }
+    }
+}

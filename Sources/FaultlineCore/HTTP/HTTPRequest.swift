@@ -1,0 +1,144 @@
+/// The HTTP version a request line named (RFC 9112 §2.3).
+public struct HTTPVersion: Sendable, Hashable, CustomStringConvertible {
+    public var major: Int
+    public var minor: Int
+
+    public init(major: Int, minor: Int) {
+        self.major = major
+        self.minor = minor
+    }
+
+    public static let http1_0 = HTTPVersion(major: 1, minor: 0)
+    public static let http1_1 = HTTPVersion(major: 1, minor: 1)
+
+    public var description: String { "HTTP/\(major).\(minor)" }
+}
+
+/// Header fields in the order they arrived. Names keep their original spelling; look-ups ignore case
+/// (RFC 9110 §5.1).
+public struct HTTPHeaders: Sendable, Equatable, Sequence {
+    public private(set) var fields: [(name: String, value: String)]
+
+    public init(_ fields: [(name: String, value: String)] = []) {
+        self.fields = fields
+    }
+
+    public mutating func append(name: String, value: String) {
+        fields.append((name, value))
+    }
+
+    /// The first value of the named field, or nil.
+    public subscript(name: String) -> String? {
+        for field in fields where field.name.caseInsensitiveEquals(name) {
+            return field.value
+        }
+        return nil
+    }
+
+    /// Every value of the named field, in order.
+    public func values(_ name: String) -> [String] {
+        fields.filter { $0.name.caseInsensitiveEquals(name) }.map(\.value)
+    }
+
+    public func contains(_ name: String) -> Bool { self[name] != nil }
+
+    public var count: Int { fields.count }
+
+    public func makeIterator() -> IndexingIterator<[(name: String, value: String)]> {
+        fields.makeIterator()
+    }
+
+    public static func == (lhs: HTTPHeaders, rhs: HTTPHeaders) -> Bool {
+        lhs.fields.count == rhs.fields.count
+            && zip(lhs.fields, rhs.fields).allSatisfy { $0.name == $1.name && $0.value == $1.value }
+    }
+}
+
+/// A request line plus header section, complete before any body byte is read.
+public struct HTTPRequestHead: Sendable, Equatable {
+    public var method: String
+    /// The request-target exactly as sent (origin-form `/a/b?x=1`, absolute-form, `*`).
+    public var target: String
+    public var version: HTTPVersion
+    public var headers: HTTPHeaders
+
+    public init(method: String, target: String, version: HTTPVersion, headers: HTTPHeaders) {
+        self.method = method
+        self.target = target
+        self.version = version
+        self.headers = headers
+    }
+
+    /// The path part of the target (before `?`), still percent-encoded. Absolute-form targets are reduced
+    /// to their path.
+    public var path: String {
+        var rest = Substring(target)
+        if let schemeEnd = rest.range(of: "://") {
+            rest = rest[schemeEnd.upperBound...]
+            rest = rest.firstIndex(of: "/").map { rest[$0...] } ?? "/"
+        }
+        if let q = rest.firstIndex(of: "?") { rest = rest[..<q] }
+        return String(rest)
+    }
+
+    /// The query string after `?`, without the `?`; empty when there is none.
+    public var query: String {
+        guard let q = target.firstIndex(of: "?") else { return "" }
+        return String(target[target.index(after: q)...])
+    }
+
+    /// Whether the client asked for `100 Continue` before sending its body (RFC 9110 §10.1.1).
+    public var expectsContinue: Bool {
+        headers["expect"].map { $0.trimmingWhitespace().caseInsensitiveEquals("100-continue") } ?? false
+    }
+
+    /// Whether the connection may stay open after this exchange, from the client's side (RFC 9112 §9.3):
+    /// HTTP/1.1 unless `Connection: close`; HTTP/1.0 only with `Connection: keep-alive`.
+    public var clientWantsKeepAlive: Bool {
+        let tokens = headers.values("connection")
+            .flatMap { $0.split(separator: ",") }
+            .map { $0.trimmingWhitespace().lowercased() }
+        if tokens.contains("close") { return false }
+        if version.major == 1 && version.minor == 0 { return tokens.contains("keep-alive") }
+        return version.major == 1
+    }
+}
+
+/// A complete request: head and decoded body (chunked framing removed).
+public struct HTTPRequest: Sendable, Equatable {
+    public var head: HTTPRequestHead
+    public var body: [UInt8]
+
+    public init(head: HTTPRequestHead, body: [UInt8] = []) {
+        self.head = head
+        self.body = body
+    }
+
+    public var method: String { head.method }
+    public var target: String { head.target }
+    public var path: String { head.path }
+    public var query: String { head.query }
+    public var headers: HTTPHeaders { head.headers }
+}
+
+extension StringProtocol {
+    /// ASCII case-insensitive comparison, as header names and tokens require.
+    public func caseInsensitiveEquals<Other: StringProtocol>(_ other: Other) -> Bool {
+        let a = utf8, b = other.utf8
+        guard a.count == b.count else { return false }
+        for (x, y) in zip(a, b) where x != y {
+            let lx = (x >= 65 && x <= 90) ? x | 0x20 : x
+            let ly = (y >= 65 && y <= 90) ? y | 0x20 : y
+            if lx != ly { return false }
+        }
+        return true
+    }
+
+    /// The string without leading and trailing spaces and horizontal tabs (HTTP's OWS).
+    public func trimmingWhitespace() -> String {
+        let bytes = Array(utf8)
+        guard let first = bytes.firstIndex(where: { $0 != 0x20 && $0 != 0x09 }) else { return "" }
+        let last = bytes.lastIndex(where: { $0 != 0x20 && $0 != 0x09 })!
+        return String(decoding: bytes[first...last], as: UTF8.self)
+    }
+}

@@ -1,0 +1,104 @@
+/// A response to be serialized exactly as given: Faultline adds only what a step leaves out and the framing
+/// needs (`Content-Length`, `Connection: close`), never anything else.
+public struct HTTPResponse: Sendable, Equatable {
+    public var status: Int
+    public var headers: HTTPHeaders
+    public var body: [UInt8]
+
+    public init(status: Int, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// A JSON response with `Content-Type: application/json`.
+    public static func json(_ status: Int, _ value: JSONValue) -> HTTPResponse {
+        var body: [UInt8] = []
+        value.serialize(into: &body)
+        body.append(0x0A)
+        return HTTPResponse(
+            status: status, headers: HTTPHeaders([("Content-Type", "application/json")]), body: body)
+    }
+
+    /// The status line and header section, ending with the empty line (RFC 9112 §4, §5).
+    /// `Content-Length` is added when absent unless the response is chunked or has no body by definition
+    /// (1xx, 204, 304: RFC 9110 §8.6); `Connection: close` is added when `close` is set.
+    public func serializedHead(version: HTTPVersion = .http1_1, close: Bool) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(128 + headers.count * 32)
+        out.append(contentsOf: "\(version) \(status) \(HTTPStatus.reasonPhrase(status))\r\n".utf8)
+        var hasLength = false
+        var hasConnection = false
+        for field in headers {
+            if field.name.caseInsensitiveEquals("content-length") || field.name.caseInsensitiveEquals("transfer-encoding") {
+                hasLength = true
+            }
+            if field.name.caseInsensitiveEquals("connection") { hasConnection = true }
+            out.append(contentsOf: field.name.utf8)
+            out.append(contentsOf: ": ".utf8)
+            out.append(contentsOf: field.value.utf8)
+            out.append(contentsOf: "\r\n".utf8)
+        }
+        let bodyless = status < 200 || status == 204 || status == 304
+        if !hasLength && !bodyless {
+            out.append(contentsOf: "Content-Length: \(body.count)\r\n".utf8)
+        }
+        if close && !hasConnection {
+            out.append(contentsOf: "Connection: close\r\n".utf8)
+        }
+        out.append(contentsOf: "\r\n".utf8)
+        return out
+    }
+
+    /// Head and body together.
+    public func serialized(version: HTTPVersion = .http1_1, close: Bool) -> [UInt8] {
+        var out = serializedHead(version: version, close: close)
+        out.append(contentsOf: body)
+        return out
+    }
+}
+
+/// Reason phrases for status lines (RFC 9110 §15). Clients ignore them, but people reading captures do not.
+public enum HTTPStatus {
+    public static func reasonPhrase(_ status: Int) -> String {
+        switch status {
+        case 100: return "Continue"
+        case 101: return "Switching Protocols"
+        case 200: return "OK"
+        case 201: return "Created"
+        case 202: return "Accepted"
+        case 204: return "No Content"
+        case 206: return "Partial Content"
+        case 301: return "Moved Permanently"
+        case 302: return "Found"
+        case 303: return "See Other"
+        case 304: return "Not Modified"
+        case 307: return "Temporary Redirect"
+        case 308: return "Permanent Redirect"
+        case 400: return "Bad Request"
+        case 401: return "Unauthorized"
+        case 403: return "Forbidden"
+        case 404: return "Not Found"
+        case 405: return "Method Not Allowed"
+        case 408: return "Request Timeout"
+        case 409: return "Conflict"
+        case 410: return "Gone"
+        case 412: return "Precondition Failed"
+        case 413: return "Content Too Large"
+        case 414: return "URI Too Long"
+        case 415: return "Unsupported Media Type"
+        case 422: return "Unprocessable Content"
+        case 425: return "Too Early"
+        case 428: return "Precondition Required"
+        case 429: return "Too Many Requests"
+        case 431: return "Request Header Fields Too Large"
+        case 500: return "Internal Server Error"
+        case 501: return "Not Implemented"
+        case 502: return "Bad Gateway"
+        case 503: return "Service Unavailable"
+        case 504: return "Gateway Timeout"
+        case 505: return "HTTP Version Not Supported"
+        default: return "Status \(status)"
+        }
+    }
+}

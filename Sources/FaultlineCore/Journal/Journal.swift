@@ -1,0 +1,139 @@
+/// Which journal entries a query wants (admin API `GET /requests` and friends).
+public struct JournalFilter: Sendable, Equatable {
+    public var route: String?
+    public var method: String?
+    public var path: String?
+    public var status: Int?
+    /// Only entries with a sequence number above this.
+    public var since: Int?
+    /// Only unmatched (`false`) or matched (`true`) requests.
+    public var matched: Bool?
+    /// Only malformed (`true`) or well-formed (`false`) requests.
+    public var malformed: Bool?
+    /// Only entries whose exchange has ended (`true`) or is still pending (`false`).
+    public var completed: Bool?
+
+    public init(
+        route: String? = nil, method: String? = nil, path: String? = nil, status: Int? = nil, since: Int? = nil,
+        matched: Bool? = nil, malformed: Bool? = nil, completed: Bool? = nil
+    ) {
+        self.route = route
+        self.method = method
+        self.path = path
+        self.status = status
+        self.since = since
+        self.matched = matched
+        self.malformed = malformed
+        self.completed = completed
+    }
+
+    public func accepts(_ entry: JournalEntry) -> Bool {
+        if let route, entry.route != route { return false }
+        if let method, entry.method != method.uppercased() { return false }
+        if let path, entry.path != path { return false }
+        if let status, entry.status != status { return false }
+        if let since, entry.sequence <= since { return false }
+        if let matched, (entry.route != nil) != matched { return false }
+        if let malformed, (entry.malformed != nil) != malformed { return false }
+        if let completed, (entry.outcome != .pending) != completed { return false }
+        return true
+    }
+}
+
+/// The request journal: the most recent `capacity` entries plus counters that stay exact after eviction.
+///
+/// Confined to the server's loop thread. Sequence numbers start at 1 and are never reused, even across
+/// `clear()`, so a test can tell "before" from "after".
+public struct Journal: Sendable {
+    public let capacity: Int
+    /// Request bodies are kept up to this many bytes each.
+    public let maxBodyBytes: Int
+    /// Entries in sequence order; `entries[i].sequence == firstSequence + i`.
+    public private(set) var entries: [JournalEntry] = []
+    private var firstSequence = 1
+    public private(set) var nextSequence = 1
+    /// Every request ever recorded, including evicted and cleared ones.
+    public private(set) var totalRecorded = 0
+    public private(set) var evicted = 0
+    public private(set) var totalMalformed = 0
+    public private(set) var totalUnmatched = 0
+    /// Requests recorded per route id since start, exact regardless of eviction.
+    public private(set) var perRoute: [String: Int] = [:]
+
+    public init(capacity: Int = 10_000, maxBodyBytes: Int = 64 * 1024) {
+        self.capacity = max(capacity, 1)
+        self.maxBodyBytes = max(maxBodyBytes, 0)
+        entries.reserveCapacity(min(self.capacity, 1024))
+    }
+
+    /// Records a new entry, assigning its sequence number, which it returns. The body is capped here.
+    @discardableResult
+    public mutating func record(_ entry: JournalEntry) -> Int {
+        var entry = entry
+        entry.sequence = nextSequence
+        nextSequence += 1
+        if entry.body.count > maxBodyBytes { entry.body = Array(entry.body.prefix(maxBodyBytes)) }
+        if entries.count >= capacity {
+            // Evict in batches so recording stays O(1) amortised instead of shifting the array every time.
+            let drop = min(entries.count, max(1, capacity / 8))
+            entries.removeFirst(drop)
+            firstSequence += drop
+            evicted += drop
+        }
+        if entries.isEmpty { firstSequence = entry.sequence }
+        entries.append(entry)
+        totalRecorded += 1
+        if entry.malformed != nil { totalMalformed += 1 }
+        countRoute(entry)
+        return entry.sequence
+    }
+
+    /// Changes the entry with this sequence number, if it is still kept (how its exchange ended, bytes
+    /// written). Which route took it is fixed at `record` time, so the counters need no update.
+    public mutating func update(_ sequence: Int, _ change: (inout JournalEntry) -> Void) {
+        let index = sequence - firstSequence
+        guard index >= 0, index < entries.count else { return }
+        change(&entries[index])
+    }
+
+    private mutating func countRoute(_ entry: JournalEntry) {
+        if let route = entry.route { perRoute[route, default: 0] += 1 }
+        if entry.unmatched != nil { totalUnmatched += 1 }
+    }
+
+    public func entry(_ sequence: Int) -> JournalEntry? {
+        let index = sequence - firstSequence
+        guard index >= 0, index < entries.count else { return nil }
+        return entries[index]
+    }
+
+    /// Matching entries, oldest first, at most `limit` (the newest ones when limited).
+    public func query(_ filter: JournalFilter, limit: Int? = nil) -> [JournalEntry] {
+        var found = entries.filter(filter.accepts)
+        if let limit, found.count > limit { found.removeFirst(found.count - limit) }
+        return found
+    }
+
+    public func count(_ filter: JournalFilter) -> Int {
+        entries.reduce(0) { $0 + (filter.accepts($1) ? 1 : 0) }
+    }
+
+    /// Forgets every kept entry; counters and sequence numbers carry on.
+    public mutating func clear() {
+        entries.removeAll(keepingCapacity: true)
+        firstSequence = nextSequence
+    }
+
+    /// The counters as the admin API shows them.
+    public func countersJSON() -> JSONValue {
+        .object([
+            ("totalRecorded", .int(totalRecorded)),
+            ("retained", .int(entries.count)),
+            ("evicted", .int(evicted)),
+            ("capacity", .int(capacity)),
+            ("malformed", .int(totalMalformed)),
+            ("unmatched", .int(totalUnmatched)),
+            ("perRoute", .object(perRoute.sorted { $0.key < $1.key }.map { ($0.key, JSONValue.int($0.value)) })),
+        ])
+    }
+}

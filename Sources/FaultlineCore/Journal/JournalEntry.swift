@@ -1,0 +1,181 @@
+/// How an exchange ended, as the journal reports it.
+public enum ExchangeOutcome: String, Sendable, Equatable {
+    /// Still being answered (a delay, a drip, a hang that has not been released).
+    case pending
+    /// Every planned byte was written.
+    case completed
+    /// The client closed the connection before the response was complete.
+    case clientClosed = "client-closed"
+    /// The server sent RST on purpose (`reset` fault).
+    case resetSent = "reset-sent"
+    /// The server closed the connection on purpose without a complete response (a fault).
+    case closedByFault = "closed-by-fault"
+    /// The server shut down its writing side on purpose (`half-close` fault).
+    case halfClosed = "half-closed"
+    /// A `hang` ended because the client gave up.
+    case hangReleased = "hang-released"
+    /// The server stopped, or the scenarios were reset, while the exchange was pending.
+    case cancelled
+    /// The request never completed (malformed, timed out, or abandoned mid-request).
+    case rejected
+}
+
+/// One request as the server saw it and what it did about it (DESIGN §5).
+public struct JournalEntry: Sendable {
+    public var sequence: Int
+    /// Unix time in seconds.
+    public var receivedAtWall: Double
+    /// Monotonic clock, nanoseconds; differences between entries are exact.
+    public var receivedAtMonotonicNanos: UInt64
+    public var connectionID: Int
+    /// Zero for the first request on a connection; a reused connection has an index above zero.
+    public var indexOnConnection: Int
+    public var clientAddress: String
+    /// Nil when the request line itself could not be parsed.
+    public var head: HTTPRequestHead?
+    /// The request line as received (for malformed requests, what could be read of it).
+    public var requestLine: String
+    /// The body, capped at the journal's body limit.
+    public var body: [UInt8]
+    /// The body's full size, even when `body` was capped.
+    public var bodySize: Int
+    /// Why the request was not valid HTTP; nil for a well-formed request.
+    public var malformed: String?
+    public var scenario: String?
+    public var route: String?
+    public var step: Int?
+    public var unmatched: UnmatchedInfo?
+    public var status: Int?
+    public var fault: String?
+    public var bytesWritten: Int
+    public var outcome: ExchangeOutcome
+    public var finishedAtMonotonicNanos: UInt64?
+
+    public var connectionReused: Bool { indexOnConnection > 0 }
+    public var method: String? { head?.method }
+    public var path: String? { head?.path }
+
+    public init(
+        sequence: Int = 0, receivedAtWall: Double, receivedAtMonotonicNanos: UInt64, connectionID: Int,
+        indexOnConnection: Int, clientAddress: String, head: HTTPRequestHead?, requestLine: String,
+        body: [UInt8] = [], bodySize: Int = 0, malformed: String? = nil
+    ) {
+        self.sequence = sequence
+        self.receivedAtWall = receivedAtWall
+        self.receivedAtMonotonicNanos = receivedAtMonotonicNanos
+        self.connectionID = connectionID
+        self.indexOnConnection = indexOnConnection
+        self.clientAddress = clientAddress
+        self.head = head
+        self.requestLine = requestLine
+        self.body = body
+        self.bodySize = bodySize
+        self.malformed = malformed
+        self.bytesWritten = 0
+        self.outcome = .pending
+    }
+}
+
+extension JournalEntry {
+    /// The entry as the admin API shows it. Bodies are text when they are valid UTF-8, base64 otherwise.
+    public func json() -> JSONValue {
+        var members: [(key: String, value: JSONValue)] = [
+            ("sequence", .int(sequence)),
+            ("receivedAt", .string(Self.iso8601(receivedAtWall))),
+            ("receivedAtMonotonicMs", .double(Double(receivedAtMonotonicNanos) / 1_000_000)),
+            ("connection", .object([
+                ("id", .int(connectionID)),
+                ("requestIndex", .int(indexOnConnection)),
+                ("reused", .bool(connectionReused)),
+                ("client", .string(clientAddress)),
+            ])),
+            ("method", head.map { .string($0.method) } ?? .null),
+            ("target", head.map { .string($0.target) } ?? .null),
+            ("path", head.map { .string($0.path) } ?? .null),
+            ("httpVersion", head.map { .string($0.version.description) } ?? .null),
+            ("requestLine", .string(requestLine)),
+            ("headers", .array((head?.headers.fields ?? []).map { .array([.string($0.name), .string($0.value)]) })),
+        ]
+        if let text = String(validating: body, as: UTF8.self) {
+            members.append(("body", .string(text)))
+            members.append(("bodyEncoding", .string("utf8")))
+        } else {
+            members.append(("body", .string(Base64.encode(body))))
+            members.append(("bodyEncoding", .string("base64")))
+        }
+        members.append(("bodySize", .int(bodySize)))
+        members.append(("bodyTruncated", .bool(body.count < bodySize)))
+        members.append(("malformed", .bool(malformed != nil)))
+        if let malformed { members.append(("error", .string(malformed))) }
+        members.append(("scenario", scenario.map(JSONValue.string) ?? .null))
+        members.append(("route", route.map(JSONValue.string) ?? .null))
+        members.append(("step", step.map(JSONValue.int) ?? .null))
+        members.append(("matched", .bool(route != nil)))
+        if let unmatched {
+            members.append(("nearest", .object([
+                ("route", unmatched.nearestRoute.map(JSONValue.string) ?? .null),
+                ("reason", .string(unmatched.reason)),
+            ])))
+        }
+        var response: [(key: String, value: JSONValue)] = [
+            ("status", status.map(JSONValue.int) ?? .null),
+            ("fault", fault.map(JSONValue.string) ?? .null),
+            ("bytesWritten", .int(bytesWritten)),
+            ("outcome", .string(outcome.rawValue)),
+        ]
+        if let finished = finishedAtMonotonicNanos {
+            let elapsed = Double(finished &- receivedAtMonotonicNanos) / 1_000_000
+            response.append(("durationMs", .double((elapsed * 1000).rounded() / 1000)))
+        }
+        members.append(("response", .object(response)))
+        return .object(members)
+    }
+
+    static func iso8601(_ unixSeconds: Double) -> String {
+        let millis = Int64((unixSeconds * 1000).rounded(.down))
+        var days = millis / 86_400_000
+        var rest = millis % 86_400_000
+        if rest < 0 { rest += 86_400_000; days -= 1 }
+        // Civil-from-days (Howard Hinnant's algorithm), so no DateFormatter is needed on the loop thread.
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let day = doy - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
+        func pad(_ v: Int64, _ width: Int) -> String {
+            let s = String(v)
+            return String(repeating: "0", count: max(0, width - s.count)) + s
+        }
+        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(rest / 3_600_000, 2)):"
+            + "\(pad(rest / 60000 % 60, 2)):\(pad(rest / 1000 % 60, 2)).\(pad(rest % 1000, 3))Z"
+    }
+}
+
+/// Standard base64 (RFC 4648 §4) for binary journal bodies.
+public enum Base64 {
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+
+    public static func encode(_ bytes: [UInt8]) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity((bytes.count + 2) / 3 * 4)
+        var i = 0
+        while i + 2 < bytes.count {
+            let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
+            out += [alphabet[Int(n >> 18)], alphabet[Int(n >> 12 & 63)], alphabet[Int(n >> 6 & 63)], alphabet[Int(n & 63)]]
+            i += 3
+        }
+        let rest = bytes.count - i
+        if rest == 1 {
+            let n = UInt32(bytes[i]) << 16
+            out += [alphabet[Int(n >> 18)], alphabet[Int(n >> 12 & 63)], 61, 61]
+        } else if rest == 2 {
+            let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8
+            out += [alphabet[Int(n >> 18)], alphabet[Int(n >> 12 & 63)], alphabet[Int(n >> 6 & 63)], 61]
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

@@ -1,0 +1,82 @@
+import Faultline
+import FaultlineCore
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// The CLI is thin: parse, then call the library. Exit codes: 0 ok, 1 invalid scenarios, 2 cannot start,
+// 64 bad command line (EX_USAGE).
+
+func fail(_ message: String, code: Int32) -> Never {
+    FileHandle.standardError.write(Data("faultline: \(message)\n".utf8))
+    exit(code)
+}
+
+let request: CommandLineRequest
+do {
+    request = try FaultlineCommandLine.parse(Array(CommandLine.arguments.dropFirst()))
+} catch {
+    fail("\(error.message)\n(see faultline --help)", code: 64)
+}
+
+switch request {
+case .help:
+    print(FaultlineCommandLine.usage)
+case .version:
+    print("faultline \(Faultline.version)")
+case .validate(let paths):
+    do {
+        let scenarios = try ScenarioLoader.load(paths: paths)
+        let routes = scenarios.reduce(0) { $0 + $1.routes.count }
+        print("ok: \(scenarios.count) scenario(s), \(routes) route(s)")
+    } catch {
+        for problem in error.errors { FileHandle.standardError.write(Data("\(problem)\n".utf8)) }
+        FileHandle.standardError.write(Data("faultline: \(error.errors.count) problem(s) found\n".utf8))
+        exit(1)
+    }
+case .serve(let options):
+    let paths = options.paths.isEmpty ? ["scenarios"] : options.paths
+    let scenarios: [Scenario]
+    do {
+        scenarios = try ScenarioLoader.load(paths: paths)
+    } catch {
+        for problem in error.errors { FileHandle.standardError.write(Data("\(problem)\n".utf8)) }
+        fail("not serving: \(error.errors.count) problem(s) in the scenario files", code: 1)
+    }
+    var configuration = FaultlineServer.Configuration(host: options.host, port: options.port, scenarios: scenarios)
+    configuration.journalCapacity = options.journalCapacity
+    configuration.parserLimits.maxBodyBytes = options.maxBodyBytes
+    configuration.headerTimeoutMilliseconds = options.headerTimeoutMilliseconds
+    let server: FaultlineServer
+    do {
+        server = try FaultlineServer(configuration: configuration)
+    } catch {
+        fail(error.description, code: 2)
+    }
+    server.stopOnSignals()
+    if let portFile = options.portFile {
+        // Write then rename, so a test polling for the file never reads half of it.
+        let temporary = portFile + ".tmp-\(getpid())"
+        do {
+            try Data("\(server.port)\n".utf8).write(to: URL(fileURLWithPath: temporary))
+            guard rename(temporary, portFile) == 0 else { throw CocoaError(.fileWriteUnknown) }
+        } catch {
+            fail("cannot write port file \(portFile)", code: 2)
+        }
+    }
+    print("listening on \(server.baseURL.absoluteString)")
+    // stdout is a pipe when a test suite starts us: flush so the first line arrives now, not at exit.
+    fflush(nil)
+    let routes = scenarios.reduce(0) { $0 + $1.routes.count }
+    FileHandle.standardError.write(Data(
+        "faultline: \(scenarios.count) scenario(s), \(routes) route(s); admin API at \(server.baseURL.absoluteString)/__faultline/\n".utf8))
+    let done = DispatchSemaphore(value: 0)
+    Task {
+        await server.waitUntilStopped()
+        done.signal()
+    }
+    done.wait()
+    exit(0)
+}
