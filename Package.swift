@@ -20,11 +20,7 @@ let package = Package(
         .target(name: "Faultline", dependencies: ["FaultlineCore", "CLibevent"]),
         .executableTarget(name: "faultline", dependencies: ["Faultline"]),
         .testTarget(name: "FaultlineCoreTests", dependencies: ["FaultlineCore"]),
-        .testTarget(
-            name: "FaultlineTests",
-            dependencies: ["Faultline", "FaultlineCore"],
-            resources: [.copy("Fixtures")]
-        ),
+        .testTarget(name: "FaultlineTests", dependencies: ["Faultline", "FaultlineCore"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -40,6 +40,10 @@ final class Connection {
         case hanging
         /// Our writing side is shut down (`half-close` fault); still reading and journaling.
         case halfClosed
+        /// Closing: FIN sent, discarding whatever the client still sends until it closes or a short timer
+        /// fires. Closing with unread input would make the kernel send RST, which could destroy the
+        /// response (a 413 or 431) before the client reads it (the "lingering close" of RFC 9112 §9.6).
+        case lingering
         /// The socket is closed and the bufferevent freed.
         case closed
     }
@@ -107,6 +111,10 @@ final class Connection {
 
     private func readable() {
         guard let input = bufferevent_get_input(bufferEvent) else { return }
+        if state == .lingering {
+            evbuffer_drain(input, evbuffer_get_length(input))
+            return
+        }
         while evbuffer_get_length(input) > 0 {
             let count = server.readScratch.withUnsafeMutableBytes { buffer in
                 evbuffer_remove(input, buffer.baseAddress, buffer.count)
@@ -120,7 +128,7 @@ final class Connection {
     }
 
     private func parseAvailable() {
-        while state != .closed, let event = parser.next() {
+        while state != .closed && state != .lingering, let event = parser.next() {
             switch event {
             case .head(let head):
                 noteHeadArrival()
@@ -138,7 +146,7 @@ final class Connection {
                 rejected(error)
             }
         }
-        guard state != .closed else { return }
+        guard state != .closed && state != .lingering else { return }
         updateHeaderTimer()
         updateReadInterest()
     }
@@ -311,7 +319,7 @@ final class Connection {
         guard state == .idle else { return }
         if exchange.plan?.keepAlive == false {
             closeWhenDrained = true
-            if pendingOutput == 0 { teardown(outcomeForQueued: .cancelled) }
+            if pendingOutput == 0 { linger() }
             return
         }
         if readEOF && exchanges.isEmpty && !parser.hasPartialRequest {
@@ -348,7 +356,7 @@ final class Connection {
             return
         }
         if closeWhenDrained && state == .idle {
-            teardown(outcomeForQueued: .cancelled)
+            linger()
             return
         }
         updateReadInterest()
@@ -370,7 +378,7 @@ final class Connection {
         case .close:
             complete(exchange, fault ? .closedByFault : .completed)
             exchanges.removeFirst()
-            teardown(outcomeForQueued: .cancelled)
+            linger()
         case .shutdownWrite:
             shutdown(bufferevent_getfd(bufferEvent), Int32(SHUT_WR))
             complete(exchange, .halfClosed)
@@ -380,6 +388,33 @@ final class Connection {
             if readEOF { teardown(outcomeForQueued: .cancelled) }
         default:
             assertionFailure("connection \(id): perform(\(action)) is not a closing action")
+        }
+    }
+
+    /// How long a closing connection keeps discarding the client's input before closing anyway.
+    private static let lingerMilliseconds = 2000
+
+    /// Sends FIN and discards input until the client closes (or the linger timer fires), then closes.
+    /// Exchanges still queued behind a closing response are never answered: journaled as cancelled.
+    private func linger() {
+        guard let bufferEvent, state != .lingering else { return }
+        for exchange in exchanges { complete(exchange, .cancelled) }
+        exchanges.removeAll()
+        if readEOF {
+            teardown(outcomeForQueued: .cancelled)
+            return
+        }
+        shutdown(bufferevent_getfd(bufferEvent), Int32(SHUT_WR))
+        headerTimer?.cancel()
+        headerTimer = nil
+        transition(to: .lingering)
+        if readingPaused {
+            bufferevent_enable(bufferEvent, Int16(EV_READ))
+            readingPaused = false
+        }
+        waitTimer = LoopTimer(loop: server.loop, milliseconds: Self.lingerMilliseconds) { [unowned self] in
+            waitTimer = nil
+            teardown(outcomeForQueued: .cancelled)
         }
     }
 
@@ -421,7 +456,7 @@ final class Connection {
         case .hanging:
             if let exchange = exchanges.first { complete(exchange, .hangReleased); exchanges.removeFirst() }
             teardown(outcomeForQueued: .clientClosed)
-        case .halfClosed:
+        case .halfClosed, .lingering:
             teardown(outcomeForQueued: .clientClosed)
         case .idle where exchanges.isEmpty:
             if pendingOutput == 0 { teardown(outcomeForQueued: .cancelled) } else { closeWhenDrained = true }

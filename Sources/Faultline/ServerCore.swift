@@ -39,15 +39,30 @@ final class ServerCore: @unchecked Sendable {
     /// Binds and listens. Runs before the loop thread starts, so touching libevent here is safe.
     func listen() throws(ServerError) {
         var storage = sockaddr_storage()
-        var length = Int32(MemoryLayout<sockaddr_storage>.size)
-        let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
-        let parsed = withUnsafeMutablePointer(to: &storage) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                evutil_parse_sockaddr_port("\(host):\(configuration.port)", $0, &length)
+        var length: Int32
+        let port = UInt16(clamping: configuration.port)
+        if configuration.host.contains(":") {
+            var address = sockaddr_in6()
+            address.sin6_family = sa_family_t(AF_INET6)
+            address.sin6_port = port.bigEndian
+            guard inet_pton(AF_INET6, configuration.host, &address.sin6_addr) == 1 else {
+                throw .cannotListen(host: configuration.host, port: configuration.port, reason: "not a numeric IPv6 address")
             }
-        }
-        guard parsed == 0 else {
-            throw .cannotListen(host: configuration.host, port: configuration.port, reason: "not a numeric IP address")
+            withUnsafeMutablePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee = address }
+            }
+            length = Int32(MemoryLayout<sockaddr_in6>.size)
+        } else {
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = port.bigEndian
+            guard inet_pton(AF_INET, configuration.host, &address.sin_addr) == 1 else {
+                throw .cannotListen(host: configuration.host, port: configuration.port, reason: "not a numeric IPv4 address")
+            }
+            withUnsafeMutablePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee = address }
+            }
+            length = Int32(MemoryLayout<sockaddr_in>.size)
         }
         let context = Unmanaged.passUnretained(self).toOpaque()
         let flags = LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC
@@ -74,7 +89,7 @@ final class ServerCore: @unchecked Sendable {
                 _ = getsockname(evconnlistener_get_fd(listener), $0, &boundLength)
             }
         }
-        port = Int(bound.ss_family == sa_family_t(AF_INET6)
+        self.port = Int(bound.ss_family == sa_family_t(AF_INET6)
             ? withUnsafePointer(to: &bound) { $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin6_port) } }
             : withUnsafePointer(to: &bound) { $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin_port) } })
     }

@@ -72,11 +72,6 @@ case .serve(let options):
     let routes = scenarios.reduce(0) { $0 + $1.routes.count }
     FileHandle.standardError.write(Data(
         "faultline: \(scenarios.count) scenario(s), \(routes) route(s); admin API at \(server.baseURL.absoluteString)/__faultline/\n".utf8))
-    let done = DispatchSemaphore(value: 0)
-    Task {
-        await server.waitUntilStopped()
-        done.signal()
-    }
-    done.wait()
+    await server.waitUntilStopped()
     exit(0)
 }

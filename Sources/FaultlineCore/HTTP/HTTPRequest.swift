@@ -73,8 +73,9 @@ public struct HTTPRequestHead: Sendable, Equatable {
     /// to their path.
     public var path: String {
         var rest = Substring(target)
-        if let schemeEnd = rest.range(of: "://") {
-            rest = rest[schemeEnd.upperBound...]
+        // Absolute-form (RFC 9112 §3.2.2): drop "scheme://authority".
+        if !rest.hasPrefix("/"), let colon = rest.firstIndex(of: ":"), rest[colon...].hasPrefix("://") {
+            rest = rest[rest.index(colon, offsetBy: 3)...]
             rest = rest.firstIndex(of: "/").map { rest[$0...] } ?? "/"
         }
         if let q = rest.firstIndex(of: "?") { rest = rest[..<q] }

@@ -1,0 +1,35 @@
+# The two commands a new machine needs: `make serve` and `make test`. Both install missing Debian
+# packages first (scripts/ensure-deps.sh).
+SWIFT ?= swift
+PORT ?= 8080
+
+.PHONY: deps build release serve test test-swift test-python bench clean
+
+deps:
+	@scripts/ensure-deps.sh build
+
+build: deps
+	$(SWIFT) build
+
+release: deps
+	$(SWIFT) build -c release --product faultline
+
+# Serve the bundled scenarios/ on 127.0.0.1:$(PORT) (PORT=0 picks a free port).
+serve: release
+	.build/release/faultline serve scenarios --port $(PORT)
+
+# Every test: Swift (core without sockets, live server with curl and URLSession, the CLI) and Python.
+test:
+	@scripts/ensure-deps.sh test
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+	FAULTLINE_BIN=$(CURDIR)/.build/debug/faultline python3 -m pytest -q tests/python
+
+# wrk against Faultline and nginx in the same run; not part of `make test`.
+bench:
+	@scripts/ensure-deps.sh bench
+	$(SWIFT) build -c release --product faultline
+	scripts/bench.sh
+
+clean:
+	rm -rf .build

@@ -1,0 +1,280 @@
+extension ScenarioLoader {
+    /// The longest delay a step may ask for: ten minutes, longer than any client timeout worth testing.
+    static let maxDelayMilliseconds = 600_000
+    /// The largest `file` body: big enough for any fixture, small enough to keep every scenario in memory.
+    static let maxFileBodyBytes = 10 * 1024 * 1024
+    static let bodyKeys = ["json", "text", "base64", "file"]
+    static let stepKeys = [
+        "status", "headers", "json", "text", "base64", "file", "delayMs", "delay", "chunked", "fault", "times", "close",
+    ]
+}
+
+extension ScenarioLoader.Reader {
+    /// One response step; nil when anything in it was reported.
+    mutating func responseStep(_ value: JSONValue, at path: String) -> ResponseStep? {
+        let errorCount = errors.count
+        guard let fields = fields(value, at: path, known: ScenarioLoader.stepKeys, unsupported: ["effects"]) else {
+            return nil
+        }
+        var step = ResponseStep()
+
+        if let value = fields["status"] {
+            step.status = integer(value, at: fields.path("status"), in: 100...599) {
+                "\($0) is not an HTTP status (100–599)"
+            } ?? step.status
+        }
+
+        if let value = fields["headers"], let members = namedMembers(value, at: fields.path("headers")) {
+            for member in members {
+                let memberPath = ScenarioLoader.path(fields.path("headers"), key: member.key)
+                if !ScenarioLoader.isToken(member.key) {
+                    report(memberPath, "\(ScenarioLoader.quoted(member.key)) is not a valid header name")
+                }
+                guard let text = string(member.value, at: memberPath) else { continue }
+                // CR or LF would end the field early and let the value inject header lines; NUL is forbidden
+                // outright (RFC 9110 §5.5).
+                if text.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 }) {
+                    report(memberPath, "a header value must not contain CR, LF or NUL")
+                    continue
+                }
+                step.headers.append((name: member.key, value: text))
+            }
+        }
+
+        let bodies = fields.present(ScenarioLoader.bodyKeys)
+        if bodies.count > 1 {
+            report(path, "a step has at most one body; found \(ScenarioLoader.quotedList(bodies))")
+        } else if let kind = bodies.first {
+            step.body = body(kind, fields[kind]!, at: fields.path(kind)) ?? .empty
+        }
+
+        switch (fields["delayMs"], fields["delay"]) {
+        case (.some, .some):
+            report(path, "use either \"delayMs\" or \"delay\", not both")
+        case (let value?, nil):
+            if let milliseconds = integer(
+                value, at: fields.path("delayMs"), in: 0...ScenarioLoader.maxDelayMilliseconds
+            ) {
+                step.delay = .fixed(milliseconds: milliseconds)
+            }
+        case (nil, let value?):
+            step.delay = delay(value, at: fields.path("delay"))
+        case (nil, nil):
+            break
+        }
+
+        if let value = fields["chunked"] {
+            step.drip = drip(value, at: fields.path("chunked"))
+        }
+
+        if let value = fields["fault"], let name = string(value, at: fields.path("fault")) {
+            if FaultName(rawValue: name) != nil {
+                step.fault = name
+            } else {
+                let names = FaultName.allCases.map(\.rawValue)
+                report(fields.path("fault"), "unknown fault \(ScenarioLoader.quoted(name))"
+                    + ScenarioLoader.hint(for: name, among: names, listName: "valid faults are"))
+            }
+        }
+
+        if let value = fields["times"] {
+            step.times = integer(value, at: fields.path("times"), in: 1...Int.max) ?? step.times
+        }
+
+        if let value = fields["close"] {
+            step.closeConnection = bool(value, at: fields.path("close")) ?? false
+        }
+
+        return errors.count == errorCount ? step : nil
+    }
+
+    private mutating func body(_ kind: String, _ value: JSONValue, at path: String) -> StepBody? {
+        switch kind {
+        case "json":
+            return .json(value)
+        case "text":
+            return string(value, at: path).map { .text($0) }
+        case "base64":
+            guard let text = string(value, at: path) else { return nil }
+            switch ScenarioLoader.decodeBase64(text) {
+            case .success(let bytes):
+                return .bytes(bytes)
+            case .failure(let problem):
+                report(path, "not valid base64 (standard alphabet, with = padding): \(problem.reason)")
+                return nil
+            }
+        default:
+            guard let relative = string(value, at: path) else { return nil }
+            return fileBody(relative, at: path)
+        }
+    }
+
+    /// The bytes of `relative` inside the scenario folder. The path is resolved the way the OS will open it
+    /// (symlinks and `..` included) and must stay inside the folder, so a scenario cannot serve arbitrary files.
+    private mutating func fileBody(_ relative: String, at path: String) -> StepBody? {
+        let quotedPath = ScenarioLoader.quoted(relative)
+        guard let directory else {
+            report(path, "file bodies need a scenario folder; this scenario was loaded without one")
+            return nil
+        }
+        guard !relative.isEmpty else {
+            report(path, "must not be empty")
+            return nil
+        }
+        guard !relative.hasPrefix("/") else {
+            report(path, "\(quotedPath) must be a path relative to the scenario folder")
+            return nil
+        }
+        // First by the text alone, so "../x" is reported as escaping even when it does not exist.
+        var depth = 0
+        for component in relative.split(separator: "/") where component != "." {
+            depth += component == ".." ? -1 : 1
+            if depth < 0 {
+                report(path, "\(quotedPath) is outside the scenario folder")
+                return nil
+            }
+        }
+        let folder: String
+        switch ScenarioLoader.canonicalPath(directory) {
+        case .success(let resolved):
+            folder = resolved
+        case .failure(let failure):
+            report(path, "cannot open the scenario folder \(ScenarioLoader.quoted(directory)): \(failure)")
+            return nil
+        }
+        let target: String
+        switch ScenarioLoader.canonicalPath(ScenarioLoader.joinPath(directory, relative)) {
+        case .success(let resolved):
+            target = resolved
+        case .failure(let failure):
+            report(path, "cannot read \(quotedPath) in the scenario folder: \(failure)")
+            return nil
+        }
+        // Then by where it really is, which catches symlinks that lead out.
+        let folderPrefix = folder.hasSuffix("/") ? folder : folder + "/"
+        guard target.hasPrefix(folderPrefix) else {
+            let resolved = ScenarioLoader.quoted(target)
+            report(path, "\(quotedPath) is outside the scenario folder (it resolves to \(resolved))")
+            return nil
+        }
+        switch ScenarioLoader.readFile(atPath: target, limit: ScenarioLoader.maxFileBodyBytes) {
+        case .success(let bytes):
+            return .file(path: relative, bytes: bytes)
+        case .failure(let failure):
+            report(path, "cannot read \(quotedPath) in the scenario folder: \(failure)")
+            return nil
+        }
+    }
+
+    /// `{"uniform": [a, b]}` or `{"lognormal": {"medianMs": m, "sigma": s}}`.
+    private mutating func delay(_ value: JSONValue, at path: String) -> DelaySpec? {
+        let kinds = ["uniform", "lognormal"]
+        guard let options = fields(value, at: path, known: kinds), let kind = exactlyOne(of: kinds, in: options) else {
+            return nil
+        }
+        let kindPath = options.path(kind)
+        if kind == "uniform" {
+            guard let bounds = array(options[kind]!, at: kindPath) else { return nil }
+            guard bounds.count == 2 else {
+                let plural = bounds.count == 1 ? "" : "s"
+                report(kindPath, "expected two integers [min, max], found \(bounds.count) element\(plural)")
+                return nil
+            }
+            let range = 0...ScenarioLoader.maxDelayMilliseconds
+            let low = integer(bounds[0], at: "\(kindPath)[0]", in: range)
+            let high = integer(bounds[1], at: "\(kindPath)[1]", in: range)
+            guard let low, let high else { return nil }
+            guard low <= high else {
+                report(kindPath, "the minimum \(low) is greater than the maximum \(high)")
+                return nil
+            }
+            return .uniform(min: low, max: high)
+        }
+        guard let parameters = fields(options[kind]!, at: kindPath, known: ["medianMs", "sigma"]) else { return nil }
+        let errorCount = errors.count
+        let median = required(parameters, "medianMs").flatMap { number($0, at: parameters.path("medianMs")) }
+        let sigma = required(parameters, "sigma").flatMap { number($0, at: parameters.path("sigma")) }
+        if let median, median <= 0 {
+            report(parameters.path("medianMs"), "must be greater than 0, found \(ScenarioLoader.numberText(median))")
+        }
+        if let sigma, sigma < 0 {
+            report(parameters.path("sigma"), "must be 0 or more, found \(ScenarioLoader.numberText(sigma))")
+        }
+        guard errors.count == errorCount, let median, let sigma else { return nil }
+        return .logNormal(medianMilliseconds: median, sigma: sigma)
+    }
+
+    /// `{"size": bytes ≥ 1, "intervalMs": ms ≥ 0}`.
+    private mutating func drip(_ value: JSONValue, at path: String) -> DripSpec? {
+        guard let fields = fields(value, at: path, known: ["size", "intervalMs"]) else { return nil }
+        let size = required(fields, "size").flatMap { integer($0, at: fields.path("size"), in: 1...Int.max) }
+        let interval = required(fields, "intervalMs").flatMap {
+            integer($0, at: fields.path("intervalMs"), in: 0...ScenarioLoader.maxDelayMilliseconds)
+        }
+        guard let size, let interval else { return nil }
+        return DripSpec(size: size, intervalMilliseconds: interval)
+    }
+}
+
+// MARK: - Base64
+
+extension ScenarioLoader {
+    /// Why a base64 text did not decode.
+    struct Base64Problem: Error {
+        var reason: String
+    }
+
+    /// Decodes RFC 4648 §4 base64: the standard alphabet, length a multiple of 4, `=` padding only at the end.
+    static func decodeBase64(_ text: String) -> Result<[UInt8], Base64Problem> {
+        let input = Array(text.utf8)
+        guard input.count % 4 == 0 else {
+            return .failure(Base64Problem(reason: "its length \(input.count) is not a multiple of 4"))
+        }
+        let padding = input.reversed().prefix(while: { $0 == UInt8(ascii: "=") }).count
+        guard padding <= 2 else {
+            return .failure(Base64Problem(reason: "it ends with \(padding) \"=\"; at most 2 are allowed"))
+        }
+        var output: [UInt8] = []
+        output.reserveCapacity(input.count / 4 * 3)
+        var accumulator: UInt32 = 0
+        for (offset, byte) in input[..<(input.count - padding)].enumerated() {
+            guard let sextet = base64Value(byte) else {
+                let shown = byte >= 0x21 && byte < 0x7F ? "\"\(Character(Unicode.Scalar(byte)))\"" : "byte \(byte)"
+                return .failure(Base64Problem(reason: "\(shown) at offset \(offset) is not in the base64 alphabet"))
+            }
+            accumulator = accumulator << 6 | UInt32(sextet)
+            if offset % 4 == 3 {
+                output.append(UInt8(truncatingIfNeeded: accumulator >> 16))
+                output.append(UInt8(truncatingIfNeeded: accumulator >> 8))
+                output.append(UInt8(truncatingIfNeeded: accumulator))
+                accumulator = 0
+            }
+        }
+        switch padding {
+        case 1:
+            output.append(UInt8(truncatingIfNeeded: accumulator >> 10))
+            output.append(UInt8(truncatingIfNeeded: accumulator >> 2))
+        case 2:
+            output.append(UInt8(truncatingIfNeeded: accumulator >> 4))
+        default:
+            break
+        }
+        return .success(output)
+    }
+
+    private static func base64Value(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"): return byte - UInt8(ascii: "A")
+        case UInt8(ascii: "a")...UInt8(ascii: "z"): return byte - UInt8(ascii: "a") + 26
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0") + 52
+        case UInt8(ascii: "+"): return 62
+        case UInt8(ascii: "/"): return 63
+        default: return nil
+        }
+    }
+
+    /// A number as its shortest text, for messages.
+    static func numberText(_ value: Double) -> String {
+        JSONValue.double(value).serialized()
+    }
+}

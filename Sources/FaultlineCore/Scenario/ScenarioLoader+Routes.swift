@@ -1,0 +1,350 @@
+import Foundation
+
+extension ScenarioLoader.Reader {
+    /// The scenario in `document`, or nil when anything in it was reported.
+    mutating func scenario(from document: JSONValue) -> Scenario? {
+        guard let fields = fields(
+            document, at: "", known: ["name", "description", "seed", "routes"],
+            unsupported: ["auth", "rateLimits", "expect"], ignored: ["$schema"]
+        ) else { return nil }
+
+        if let schema = fields["$schema"] {
+            _ = string(schema, at: fields.path("$schema"))
+        }
+        let name = required(fields, "name").flatMap { nonEmptyString($0, at: fields.path("name")) }
+        let description = fields["description"].flatMap { string($0, at: fields.path("description")) }
+        let seed = fields["seed"].flatMap { unsignedInteger($0, at: fields.path("seed")) } ?? 0
+
+        var routes: [Route] = []
+        if let value = required(fields, "routes"), let elements = array(value, at: fields.path("routes")) {
+            var indexByID: [String: Int] = [:]
+            for (index, element) in elements.enumerated() {
+                if let route = route(element, index: index, indexByID: &indexByID) {
+                    routes.append(route)
+                }
+            }
+        }
+
+        guard errors.isEmpty, let name else { return nil }
+        return Scenario(
+            name: name, description: description, seed: seed, routes: routes, sourceFile: file, directory: directory)
+    }
+
+    /// Route `index`; `indexByID` holds the index of the first route with each id, to name both in a duplicate.
+    private mutating func route(_ value: JSONValue, index: Int, indexByID: inout [String: Int]) -> Route? {
+        let path = "routes[\(index)]"
+        let errorCount = errors.count
+        guard let fields = fields(
+            value, at: path, known: ["id", "match", "responses", "afterLast", "sequenceBy"],
+            unsupported: ["idempotency", "chaos"]
+        ) else { return nil }
+
+        var id: String?
+        if let value = required(fields, "id"), let text = nonEmptyString(value, at: fields.path("id")) {
+            if let first = indexByID[text] {
+                let quotedID = ScenarioLoader.quoted(text)
+                report(fields.path("id"), "duplicate route id \(quotedID); routes[\(first)] has it too")
+            } else {
+                indexByID[text] = index
+            }
+            id = text
+        }
+
+        var match: RouteMatch?
+        var pathParameters: [String]?
+        if let value = required(fields, "match") {
+            (match, pathParameters) = routeMatch(value, at: fields.path("match"))
+        }
+
+        var responses: [ResponseStep] = []
+        if let value = required(fields, "responses"), let elements = array(value, at: fields.path("responses")) {
+            if elements.isEmpty {
+                report(fields.path("responses"), "needs at least one response step")
+            }
+            for (stepIndex, element) in elements.enumerated() {
+                if let step = responseStep(element, at: "\(fields.path("responses"))[\(stepIndex)]") {
+                    responses.append(step)
+                }
+            }
+        }
+
+        var afterLast = AfterLast.repeatLast
+        if let value = fields["afterLast"], let text = string(value, at: fields.path("afterLast")) {
+            if let parsed = AfterLast(rawValue: text) {
+                afterLast = parsed
+            } else {
+                let names = ["repeat-last", "cycle", "fail"]
+                report(fields.path("afterLast"), "unknown afterLast \(ScenarioLoader.quoted(text))"
+                    + ScenarioLoader.hint(for: text, among: names, listName: "expected"))
+            }
+        }
+
+        var sequenceBy: SequenceKey?
+        if let value = fields["sequenceBy"], let text = string(value, at: fields.path("sequenceBy")) {
+            sequenceBy = sequenceKey(text, at: fields.path("sequenceBy"), pathParameters: pathParameters)
+        }
+
+        guard errors.count == errorCount, let id, let match else { return nil }
+        return Route(id: id, match: match, responses: responses, afterLast: afterLast, sequenceBy: sequenceBy)
+    }
+
+    /// `header:NAME`, `query:NAME` or `path:PARAM`. `pathParameters` are the route's path parameters, or nil
+    /// when its path could not be read (then a `path:` key is not checked, to avoid a second error for one typo).
+    private mutating func sequenceKey(_ text: String, at path: String, pathParameters: [String]?) -> SequenceKey? {
+        let expected = #"expected "header:NAME", "query:NAME" or "path:PARAM", found "#
+            + ScenarioLoader.quoted(text)
+        guard let colon = text.firstIndex(of: ":") else {
+            report(path, expected)
+            return nil
+        }
+        let kind = text[..<colon]
+        let name = String(text[text.index(after: colon)...])
+        switch kind {
+        case "header":
+            guard ScenarioLoader.isToken(name) else {
+                report(path, "\(ScenarioLoader.quoted(name)) is not a valid header name")
+                return nil
+            }
+            return .header(name)
+        case "query":
+            guard !name.isEmpty else {
+                report(path, "\"query:\" needs a parameter name, as in \"query:session\"")
+                return nil
+            }
+            return .query(name)
+        case "path":
+            guard let pathParameters else { return nil }
+            guard pathParameters.contains(name) else {
+                let available = pathParameters.isEmpty
+                    ? "this route's path has no {param} segments"
+                    : "its path parameters are " + pathParameters.map { "{\($0)}" }.joined(separator: ", ")
+                report(path, "\(ScenarioLoader.quoted(text)) names no {\(name)} parameter of this route's path; "
+                    + available)
+                return nil
+            }
+            return .pathParameter(name)
+        default:
+            report(path, expected)
+            return nil
+        }
+    }
+
+    // MARK: Match
+
+    /// The route's match conditions, and the names of its path parameters (nil when the path was invalid).
+    private mutating func routeMatch(_ value: JSONValue, at path: String) -> (RouteMatch?, [String]?) {
+        let errorCount = errors.count
+        guard let fields = fields(
+            value, at: path, known: ["method", "path", "pathPrefix", "query", "headers", "body"]
+        ) else { return (nil, nil) }
+        var match = RouteMatch()
+
+        if let value = fields["method"] {
+            match.methods = methods(value, at: fields.path("method"))
+        }
+
+        var pathParameters: [String]? = []
+        switch (fields["path"], fields["pathPrefix"]) {
+        case (.some, .some):
+            report(path, "use either \"path\" or \"pathPrefix\", not both")
+            pathParameters = nil
+        case (let value?, nil), (nil, let value?):
+            let isPrefix = fields["path"] == nil
+            let key = isPrefix ? "pathPrefix" : "path"
+            if let text = string(value, at: fields.path(key)),
+               let pattern = pathPattern(text, isPrefix: isPrefix, at: fields.path(key)) {
+                match.path = pattern
+                pathParameters = pattern.segments.compactMap {
+                    if case .parameter(let name) = $0 { return name }
+                    return nil
+                }
+            } else {
+                pathParameters = nil
+            }
+        case (nil, nil):
+            break
+        }
+
+        if let value = fields["query"], let members = namedMembers(value, at: fields.path("query")) {
+            for member in members {
+                let memberPath = ScenarioLoader.path(fields.path("query"), key: member.key)
+                if member.key.isEmpty {
+                    report(memberPath, "a query parameter name must not be empty")
+                }
+                if let matcher = valueMatcher(member.value, at: memberPath) {
+                    match.query.append((name: member.key, matcher: matcher))
+                }
+            }
+        }
+
+        if let value = fields["headers"], let members = namedMembers(value, at: fields.path("headers")) {
+            for member in members {
+                let memberPath = ScenarioLoader.path(fields.path("headers"), key: member.key)
+                if !ScenarioLoader.isToken(member.key) {
+                    report(memberPath, "\(ScenarioLoader.quoted(member.key)) is not a valid header name")
+                }
+                if let matcher = valueMatcher(member.value, at: memberPath) {
+                    match.headers.append((name: member.key, matcher: matcher))
+                }
+            }
+        }
+
+        if let value = fields["body"] {
+            match.body = bodyMatcher(value, at: fields.path("body"))
+        }
+
+        return (errors.count == errorCount ? match : nil, pathParameters)
+    }
+
+    /// Upper-cased method tokens; empty (any method) for `"*"` or a list containing it.
+    private mutating func methods(_ value: JSONValue, at path: String) -> [String] {
+        let names: [(name: String, path: String)]
+        switch value {
+        case .string(let name):
+            names = [(name, path)]
+        case .array(let elements):
+            var collected: [(name: String, path: String)] = []
+            for (index, element) in elements.enumerated() {
+                if case .string(let name) = element {
+                    collected.append((name, "\(path)[\(index)]"))
+                } else {
+                    report("\(path)[\(index)]", "expected a string, found \(ScenarioLoader.describe(element))")
+                }
+            }
+            if elements.isEmpty {
+                report(path, "an empty list matches no method; use \"*\" for any method")
+            }
+            names = collected
+        default:
+            report(path, "expected a string or an array of strings, found \(ScenarioLoader.describe(value))")
+            return []
+        }
+        var methods: [String] = []
+        var matchesAny = false
+        for (name, namePath) in names {
+            if name == "*" {
+                matchesAny = true
+            } else if !ScenarioLoader.isToken(name) {
+                report(namePath, "\(ScenarioLoader.quoted(name)) is not a valid HTTP method")
+            } else if !methods.contains(name.uppercased()) {
+                methods.append(name.uppercased())
+            }
+        }
+        return matchesAny ? [] : methods
+    }
+
+    /// A path template: `/` then segments split on `/`; a segment `{name}` is a parameter.
+    private mutating func pathPattern(_ text: String, isPrefix: Bool, at path: String) -> PathPattern? {
+        let quotedText = ScenarioLoader.quoted(text)
+        guard text.hasPrefix("/") else {
+            report(path, "\(quotedText) must start with \"/\"")
+            return nil
+        }
+        if text.contains("?") {
+            report(path, "\(quotedText) has a query part; match query parameters with \"query\" instead")
+            return nil
+        }
+        if text.contains("#") {
+            report(path, "\(quotedText) has a fragment (#…), which clients never send")
+            return nil
+        }
+        if text.unicodeScalars.contains(where: { $0.value <= 0x20 || $0.value == 0x7F }) {
+            report(path, "\(quotedText) contains a space or control character; percent-encode it (%20)")
+            return nil
+        }
+        // Split the way the matcher splits request paths: "/" is one empty segment, "/a/" is "a" then "".
+        let rawSegments = text.dropFirst().split(separator: "/", omittingEmptySubsequences: false)
+        var segments: [PathPattern.Segment] = []
+        var parameterNames: [String] = []
+        let errorCount = errors.count
+        for raw in rawSegments {
+            if raw.hasPrefix("{") && raw.hasSuffix("}") && raw.count >= 2 {
+                let name = String(raw.dropFirst().dropLast())
+                if !ScenarioLoader.isIdentifier(name) {
+                    report(path, "in \(quotedText), \"{\(name)}\": a parameter name must be an identifier "
+                        + "(letters, digits and _, not starting with a digit)")
+                } else if parameterNames.contains(name) {
+                    report(path, "in \(quotedText), the parameter {\(name)} appears twice")
+                } else {
+                    parameterNames.append(name)
+                    segments.append(.parameter(name))
+                }
+            } else if raw.contains("{") || raw.contains("}") {
+                report(path, "in \(quotedText), \(ScenarioLoader.quoted(String(raw))): a {param} must be a whole "
+                    + "segment, as in /orders/{id}")
+            } else {
+                segments.append(.literal(String(raw)))
+            }
+        }
+        guard errors.count == errorCount else { return nil }
+        return PathPattern(segments: segments, isPrefix: isPrefix, source: text)
+    }
+
+    /// A string (equals) or an object with exactly one of `equals`, `contains`, `matches`, `present`, `absent`.
+    private mutating func valueMatcher(_ value: JSONValue, at path: String) -> ValueMatcher? {
+        if case .string(let text) = value {
+            return .equals(text)
+        }
+        guard case .object = value else {
+            report(path, "expected a string or an object, found \(ScenarioLoader.describe(value))")
+            return nil
+        }
+        let kinds = ["equals", "contains", "matches", "present", "absent"]
+        guard let fields = fields(value, at: path, known: kinds),
+              let kind = exactlyOne(of: kinds, in: fields) else { return nil }
+        let kindPath = fields.path(kind)
+        let value = fields[kind]!
+        switch kind {
+        case "equals":
+            return string(value, at: kindPath).map { .equals($0) }
+        case "contains":
+            return string(value, at: kindPath).map { .contains($0) }
+        case "matches":
+            guard let pattern = string(value, at: kindPath) else { return nil }
+            do {
+                _ = try NSRegularExpression(pattern: pattern)
+            } catch {
+                report(kindPath, "the regular expression \(ScenarioLoader.quoted(pattern)) does not compile")
+                return nil
+            }
+            return .regex(pattern)
+        default:
+            guard let flag = bool(value, at: kindPath) else { return nil }
+            guard flag else {
+                let other = kind == "present" ? "absent" : "present"
+                report(kindPath, "only true is allowed; to require the opposite, use \"\(other)\": true")
+                return nil
+            }
+            return kind == "present" ? .present : .absent
+        }
+    }
+
+    /// An object with exactly one of `equals` (string), `contains` (string) or `json` (any value).
+    private mutating func bodyMatcher(_ value: JSONValue, at path: String) -> BodyMatcher? {
+        let kinds = ["equals", "contains", "json"]
+        guard let fields = fields(value, at: path, known: kinds),
+              let kind = exactlyOne(of: kinds, in: fields) else { return nil }
+        switch kind {
+        case "equals": return string(fields[kind]!, at: fields.path(kind)).map { .equals($0) }
+        case "contains": return string(fields[kind]!, at: fields.path(kind)).map { .contains($0) }
+        default: return .jsonSubset(fields[kind]!)
+        }
+    }
+
+    /// The one key of `kinds` that the object has; reports none or several.
+    mutating func exactlyOne(of kinds: [String], in fields: ScenarioLoader.Fields) -> String? {
+        let present = fields.present(kinds)
+        switch present.count {
+        case 1:
+            return present[0]
+        case 0:
+            // An unknown key was already reported (with its did-you-mean); one error per mistake is enough.
+            if fields.members.isEmpty {
+                report(fields.path, "expected exactly one of \(ScenarioLoader.quotedList(kinds, conjunction: "or"))")
+            }
+        default:
+            report(fields.path, "use only one of \(ScenarioLoader.quotedList(present)), not several")
+        }
+        return nil
+    }
+}

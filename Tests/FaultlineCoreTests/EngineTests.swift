@@ -1,0 +1,223 @@
+import Testing
+@testable import FaultlineCore
+
+/// The engine without sockets: matching, scripts, templates, seeded delays, fault plans.
+@Suite struct EngineTests {
+    static func request(
+        _ method: String, _ target: String, headers: [(String, String)] = [], body: String = "",
+        version: HTTPVersion = .http1_1
+    ) -> HTTPRequest {
+        HTTPRequest(
+            head: HTTPRequestHead(
+                method: method, target: target, version: version,
+                headers: HTTPHeaders([("Host", "test")] + headers.map { (name: $0.0, value: $0.1) })),
+            body: Array(body.utf8))
+    }
+
+    static func path(_ source: String, prefix: Bool = false) -> PathPattern {
+        let segments = source.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map {
+            $0.hasPrefix("{") ? PathPattern.Segment.parameter(String($0.dropFirst().dropLast())) : .literal(String($0))
+        }
+        return PathPattern(segments: Array(segments), isPrefix: prefix, source: source)
+    }
+
+    /// The bytes a plan writes, concatenated, as text.
+    static func written(_ plan: ResponsePlan) -> String {
+        var bytes: [UInt8] = []
+        for case .write(let chunk) in plan.actions { bytes += chunk }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    static func scenario(_ routes: [Route], seed: UInt64 = 1) -> Scenario {
+        Scenario(name: "test", seed: seed, routes: routes)
+    }
+
+    @Test func scriptPlaysInOrderThenRepeatsLast() {
+        let route = Route(
+            id: "flaky", match: RouteMatch(methods: ["GET"], path: Self.path("/p")),
+            responses: [ResponseStep(status: 503, times: 2), ResponseStep(status: 200)])
+        let engine = Engine(scenarios: [Self.scenario([route])])
+        let statuses = (1...5).map { engine.decide(Self.request("GET", "/p"), requestID: $0).plan.status }
+        #expect(statuses == [503, 503, 200, 200, 200])
+        let steps = (1...2).map { _ in engine.decide(Self.request("GET", "/p"), requestID: 0).step }
+        #expect(steps == [1, 1])
+    }
+
+    @Test func cycleAndFailAfterLast() {
+        let steps = [ResponseStep(status: 201), ResponseStep(status: 202)]
+        let cycle = Route(id: "c", match: RouteMatch(path: Self.path("/c")), responses: steps, afterLast: .cycle)
+        let fail = Route(id: "f", match: RouteMatch(path: Self.path("/f")), responses: steps, afterLast: .fail)
+        let engine = Engine(scenarios: [Self.scenario([cycle, fail])])
+        #expect((1...5).map { engine.decide(Self.request("GET", "/c"), requestID: $0).plan.status } == [201, 202, 201, 202, 201])
+        #expect((1...3).map { engine.decide(Self.request("GET", "/f"), requestID: $0).plan.status } == [201, 202, 500])
+        let exhausted = engine.decide(Self.request("GET", "/f"), requestID: 9)
+        #expect(Self.written(exhausted.plan).contains("script exhausted"))
+        #expect(exhausted.route == "f" && exhausted.step == nil)
+    }
+
+    @Test func sequenceByKeepsACursorPerValue() {
+        let route = Route(
+            id: "r", match: RouteMatch(path: Self.path("/r")),
+            responses: [ResponseStep(status: 503), ResponseStep(status: 200)], sequenceBy: .header("X-Test-Case"))
+        let engine = Engine(scenarios: [Self.scenario([route])])
+        func status(_ testCase: String) -> Int? {
+            engine.decide(Self.request("GET", "/r", headers: [("X-Test-Case", testCase)]), requestID: 0).plan.status
+        }
+        #expect(status("a") == 503)
+        #expect(status("b") == 503)
+        #expect(status("a") == 200)
+        #expect(status("b") == 200)
+        engine.reset()
+        #expect(status("a") == 503)
+    }
+
+    @Test func matchingUsesEveryCondition() {
+        let route = Route(
+            id: "search",
+            match: RouteMatch(
+                methods: ["POST"], path: Self.path("/v1/items/{id}"),
+                query: [("mode", .equals("full"))], headers: [("X-Token", .regex("^t[0-9]+$"))],
+                body: .contains("widget")),
+            responses: [ResponseStep(status: 200)])
+        let engine = Engine(scenarios: [Self.scenario([route])])
+        let good = Self.request("POST", "/v1/items/7?mode=full", headers: [("x-token", "t42")], body: "a widget")
+        #expect(engine.decide(good, requestID: 1).route == "search")
+        let cases: [(HTTPRequest, String)] = [
+            (Self.request("GET", "/v1/items/7?mode=full", headers: [("x-token", "t42")], body: "a widget"), "method GET"),
+            (Self.request("POST", "/v1/items?mode=full", headers: [("x-token", "t42")], body: "widget"), "path /v1/items"),
+            (Self.request("POST", "/v1/items/7?mode=lite", headers: [("x-token", "t42")], body: "widget"), "query parameter mode"),
+            (Self.request("POST", "/v1/items/7?mode=full", headers: [("x-token", "nope")], body: "widget"), "header X-Token"),
+            (Self.request("POST", "/v1/items/7?mode=full", headers: [("x-token", "t1")], body: "gadget"), "body does not contain"),
+        ]
+        for (request, reason) in cases {
+            let decision = engine.decide(request, requestID: 2)
+            #expect(decision.route == nil)
+            #expect(decision.plan.status == 404)
+            #expect(decision.unmatched?.nearestRoute == "search")
+            #expect(decision.unmatched?.reason.hasPrefix(reason) == true, "\(decision.unmatched?.reason ?? "nil")")
+        }
+    }
+
+    @Test func prefixAndPercentDecodedSegments() {
+        let route = Route(
+            id: "files", match: RouteMatch(path: Self.path("/files/", prefix: true)), responses: [ResponseStep()])
+        let exact = Route(
+            id: "named", match: RouteMatch(path: Self.path("/names/{name}")),
+            responses: [ResponseStep(body: .text("hello {{path.name}}"))])
+        let engine = Engine(scenarios: [Self.scenario([route, exact])])
+        #expect(engine.decide(Self.request("GET", "/files/a/b/c.txt"), requestID: 1).route == "files")
+        #expect(engine.decide(Self.request("GET", "/files"), requestID: 1).route == "files")
+        #expect(engine.decide(Self.request("GET", "/filesystem"), requestID: 1).route == nil)
+        let named = engine.decide(Self.request("GET", "/names/J%C3%BCrgen%20K"), requestID: 1)
+        #expect(Self.written(named.plan).hasSuffix("hello Jürgen K"))
+        #expect(engine.decide(Self.request("GET", "/names/"), requestID: 1).route == nil)
+    }
+
+    @Test func nearestRouteIsTheClosestMiss() {
+        let routes = [
+            Route(id: "orders", match: RouteMatch(methods: ["GET"], path: Self.path("/v1/orders")), responses: [ResponseStep()]),
+            Route(id: "order", match: RouteMatch(methods: ["GET"], path: Self.path("/v1/orders/{id}")), responses: [ResponseStep()]),
+        ]
+        let engine = Engine(scenarios: [Self.scenario(routes)])
+        let decision = engine.decide(Self.request("DELETE", "/v1/orders/9"), requestID: 1)
+        #expect(decision.unmatched?.nearestRoute == "order")
+        #expect(decision.unmatched?.reason == "method DELETE is not GET")
+        let body = Self.written(decision.plan)
+        #expect(body.hasPrefix("HTTP/1.1 404 Not Found\r\n"))
+        #expect(body.contains("\"route\":\"order\""))
+    }
+
+    @Test func templatesRenderRequestValues() {
+        let route = Route(
+            id: "t", match: RouteMatch(path: Self.path("/t/{id}")),
+            responses: [ResponseStep(
+                status: 201, headers: [("Location", "/t/{{resource.id}}")],
+                body: .json(.object([
+                    ("id", .string("{{path.id}}")), ("q", .string("{{query.q}}")), ("who", .string("{{header.X-User}}")),
+                    ("request", .string("{{request.id}}")), ("resource", .string("{{resource.id}}")),
+                    ("unknown", .string("{{nope}}")), ("n", .number("1.50")),
+                ])))])
+        let engine = Engine(scenarios: [Self.scenario([route])])
+        let first = Self.written(engine.decide(Self.request("GET", "/t/42?q=a+b", headers: [("X-User", "ann")]), requestID: 17).plan)
+        #expect(first.contains("Location: /t/1\r\n"))
+        #expect(first.hasSuffix(#"{"id":"42","q":"a b","who":"ann","request":"17","resource":"1","unknown":"{{nope}}","n":1.50}"#))
+        let second = Self.written(engine.decide(Self.request("GET", "/t/1"), requestID: 18).plan)
+        #expect(second.contains("Location: /t/2\r\n"))
+        #expect(second.contains(#""who":"""#))
+    }
+
+    @Test func seededDelaysAreReproducible() {
+        let route = Route(
+            id: "slow", match: RouteMatch(path: Self.path("/s")),
+            responses: [ResponseStep(delay: .logNormal(medianMilliseconds: 50, sigma: 0.8))])
+        let uniform = Route(
+            id: "u", match: RouteMatch(path: Self.path("/u")), responses: [ResponseStep(delay: .uniform(min: 10, max: 20))])
+        func delays(seed: UInt64) -> [Int] {
+            let engine = Engine(scenarios: [Self.scenario([route, uniform], seed: seed)])
+            return (0..<50).map { i in
+                let plan = engine.decide(Self.request("GET", i % 2 == 0 ? "/s" : "/u"), requestID: i).plan
+                guard case .wait(let ms)? = plan.actions.first else { return 0 }
+                return ms
+            }
+        }
+        let a = delays(seed: 99), b = delays(seed: 99), c = delays(seed: 100)
+        #expect(a == b)
+        #expect(a != c)
+        let uniformDelays = a.enumerated().filter { $0.offset % 2 == 1 }.map(\.element)
+        #expect(uniformDelays.allSatisfy { (10...20).contains($0) })
+        #expect(Set(uniformDelays).count > 3)
+    }
+
+    @Test func keepAliveFollowsTheClientAndTheStep() {
+        let routes = [
+            Route(id: "a", match: RouteMatch(path: Self.path("/a")), responses: [ResponseStep(body: .text("x"))]),
+            Route(id: "c", match: RouteMatch(path: Self.path("/c")), responses: [ResponseStep(closeConnection: true)]),
+        ]
+        let engine = Engine(scenarios: [Self.scenario(routes)])
+        let plain = engine.decide(Self.request("GET", "/a"), requestID: 1).plan
+        #expect(plain.keepAlive && !Self.written(plain).contains("Connection:"))
+        let old = engine.decide(Self.request("GET", "/a", version: .http1_0), requestID: 2).plan
+        #expect(!old.keepAlive && Self.written(old).contains("Connection: close\r\n") && old.actions.last == .close)
+        let oldKeep = engine.decide(Self.request("GET", "/a", headers: [("Connection", "keep-alive")], version: .http1_0), requestID: 3).plan
+        #expect(oldKeep.keepAlive && Self.written(oldKeep).contains("Connection: keep-alive\r\n"))
+        let closing = engine.decide(Self.request("GET", "/c"), requestID: 4).plan
+        #expect(!closing.keepAlive && Self.written(closing).contains("Connection: close\r\n"))
+        let head = engine.decide(Self.request("HEAD", "/a"), requestID: 5).plan
+        #expect(Self.written(head).hasSuffix("Content-Type: text/plain; charset=utf-8\r\nContent-Length: 1\r\n\r\n"))
+    }
+
+    @Test func dripSplitsTheBodyWithWaits() {
+        let route = Route(
+            id: "d", match: RouteMatch(path: Self.path("/d")),
+            responses: [ResponseStep(body: .text("abcdefghij"), drip: DripSpec(size: 4, intervalMilliseconds: 25))])
+        let plan = Engine(scenarios: [Self.scenario([route])]).decide(Self.request("GET", "/d"), requestID: 1).plan
+        let shape = plan.actions.map { action -> String in
+            switch action {
+            case .write(let bytes): return bytes.count < 12 ? String(decoding: bytes, as: UTF8.self) : "head"
+            case .wait(let ms): return "wait \(ms)"
+            default: return "\(action)"
+            }
+        }
+        #expect(shape == ["head", "abcd", "wait 25", "efgh", "wait 25", "ij"])
+    }
+
+    @Test func faultPlansAreWireActions() {
+        func plan(_ fault: FaultName) -> ResponsePlan {
+            let route = Route(
+                id: "f", match: RouteMatch(path: Self.path("/f")),
+                responses: [ResponseStep(body: .json(.object([("ok", .bool(true))])), fault: fault.rawValue)])
+            return Engine(scenarios: [Self.scenario([route])]).decide(Self.request("GET", "/f"), requestID: 1).plan
+        }
+        #expect(plan(.reset).actions == [.reset])
+        #expect(plan(.emptyReply).actions == [.close])
+        #expect(plan(.hang).actions == [.hang])
+        #expect(plan(.halfClose).actions == [.shutdownWrite, .hang])
+        let truncated = plan(.truncateBody)
+        #expect(Self.written(truncated).contains("Content-Length: 11\r\n") && Self.written(truncated).hasSuffix("\r\n\r\n{\"ok\""))
+        #expect(truncated.actions.last == .close && truncated.status == 200 && truncated.fault == "truncate-body")
+        #expect(plan(.reset).status == nil)
+        #expect(Self.written(plan(.overlongBody)).contains("{\"ok\":true}FAULTLINE-OVERLONG"))
+        #expect(Self.written(plan(.wrongContentType)).contains("Content-Type: text/html"))
+        #expect(plan(.corruptJSON).keepAlive)
+    }
+}

@@ -1,0 +1,129 @@
+import Faultline
+import FaultlineCore
+import Foundation
+import Testing
+
+/// The admin API under /__faultline/, driven over HTTP as other languages would.
+@Suite struct AdminAPITests {
+    static let scenario = """
+        { "name": "admin", "routes": [
+            { "id": "a", "match": { "path": "/a" }, "responses": [ { "status": 503 }, { "status": 200 } ] },
+            { "id": "b", "match": { "method": "POST", "path": "/b" }, "responses": [ { "status": 201 } ] }
+        ] }
+        """
+
+    @Test func requestsFiltersAndCounts() async throws {
+        let server = try TestSupport.server([Self.scenario])
+        defer { Task { await server.stop() } }
+        let base = server.baseURL.absoluteString
+        _ = try TestSupport.curl(["\(base)/a", "\(base)/a", "\(base)/nope"])
+        _ = try TestSupport.curl(["-X", "POST", "-d", "x=1", "\(base)/b"])
+        #expect(try TestSupport.journal(server).count == 4)
+        #expect(try TestSupport.journal(server, "route=a").count == 2)
+        #expect(try TestSupport.journal(server, "status=503").count == 1)
+        #expect(try TestSupport.journal(server, "method=post").count == 1)
+        #expect(try TestSupport.journal(server, "path=/nope").count == 1)
+        #expect(try TestSupport.journal(server, "since=2").count == 2)
+        #expect(try TestSupport.journal(server, "limit=1").first?["path"] as? String == "/b")
+        let count = try TestSupport.admin(server, "requests/count?route=a")
+        #expect(count["count"] as? Int == 2)
+        let counters = try #require(count["counters"] as? [String: Any])
+        #expect(counters["totalRecorded"] as? Int == 4)
+        #expect(counters["unmatched"] as? Int == 1)
+        let bad = try TestSupport.curl(["-w", "%{http_code}", "-o", "/dev/null", "\(base)/__faultline/requests?status=abc"])
+        #expect(bad.stdout == "400")
+
+        let cleared = try TestSupport.admin(server, "requests", method: "DELETE")
+        #expect(cleared["cleared"] as? Int == 4)
+        #expect(try TestSupport.journal(server).isEmpty)
+        _ = try TestSupport.curl(["\(base)/a"])
+        let after = try TestSupport.journal(server)
+        #expect(after.first?["sequence"] as? Int == 5, "sequence numbers go on after a clear")
+    }
+
+    @Test func waitAnswersTheMomentTheConditionHolds() async throws {
+        let server = try TestSupport.server([Self.scenario])
+        defer { Task { await server.stop() } }
+        let base = server.baseURL.absoluteString
+        let waited = Task.detached { () -> (satisfied: Bool?, count: Int?) in
+            let answer = try TestSupport.admin(server, "requests/wait?count=2&route=a&timeoutMs=20000")
+            return (answer["satisfied"] as? Bool, answer["count"] as? Int)
+        }
+        // The long-poll is registered before the requests arrive only if we wait for it; poll the server's
+        // own view instead of sleeping: the wait shows up as an open connection.
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            let health = try TestSupport.admin(server, "health")
+            if (health["connections"] as? Int ?? 0) >= 2 { break }
+        }
+        let start = Date()
+        _ = try TestSupport.curl(["\(base)/a", "\(base)/a"])
+        let answer = try await waited.value
+        #expect(answer.satisfied == true)
+        #expect(answer.count == 2)
+        #expect(Date().timeIntervalSince(start) < 5)
+    }
+
+    @Test func waitTimesOutWithWhatItSaw() async throws {
+        let server = try TestSupport.server([Self.scenario])
+        defer { Task { await server.stop() } }
+        _ = try TestSupport.curl([server.baseURL.absoluteString + "/a"])
+        let start = Date()
+        let answer = try TestSupport.admin(server, "requests/wait?count=3&timeoutMs=300")
+        #expect(Date().timeIntervalSince(start) >= 0.29)
+        #expect(answer["satisfied"] as? Bool == false)
+        #expect(answer["count"] as? Int == 1)
+        #expect((answer["requests"] as? [Any])?.count == 1)
+    }
+
+    @Test func loadingABadScenarioKeepsTheGoodOneServing() async throws {
+        let server = try TestSupport.server([Self.scenario])
+        defer { Task { await server.stop() } }
+        let base = server.baseURL.absoluteString
+        let bad = #"{"name": "broken", "routes": [ { "id": "x", "match": { "path": "/x" }, "responses": [ { "stauts": 200 } ] } ]}"#
+        let rejected = try TestSupport.curl(["-w", "\n%{http_code}", "-X", "POST", "--data-binary", bad, "\(base)/__faultline/scenarios"])
+        #expect(rejected.stdout.hasSuffix("\n400"))
+        #expect(rejected.stdout.contains("routes[0].responses[0]"))
+        #expect(rejected.stdout.contains("did you mean"))
+        #expect(try TestSupport.curl(["-w", "%{http_code}", "-o", "/dev/null", "\(base)/a"]).stdout == "503")
+
+        let good = #"{"name": "fresh", "routes": [ { "id": "x", "match": { "path": "/x" }, "responses": [ { "status": 204 } ] } ]}"#
+        let loaded = try TestSupport.curl(["-X", "POST", "--data-binary", good, "\(base)/__faultline/scenarios"])
+        #expect(loaded.stdout.contains(#""loaded":["fresh"]"#))
+        #expect(try TestSupport.curl(["-w", "%{http_code}", "-o", "/dev/null", "\(base)/x"]).stdout == "204")
+        #expect(try TestSupport.curl(["-w", "%{http_code}", "-o", "/dev/null", "\(base)/a"]).stdout == "404")
+        let listed = try TestSupport.admin(server, "scenarios")
+        #expect((listed["scenarios"] as? [[String: Any]])?.map { $0["name"] as? String } == ["fresh"])
+    }
+
+    @Test func resetRewindsScripts() async throws {
+        let server = try TestSupport.server([Self.scenario])
+        defer { Task { await server.stop() } }
+        let url = server.baseURL.absoluteString + "/a"
+        #expect(try TestSupport.curl(["-w", "%{http_code}", "-o", "/dev/null", url, "-o", "/dev/null", url]).stdout == "503200")
+        let reset = try TestSupport.admin(server, "scenarios/reset?journal=true", method: "POST")
+        #expect(reset["journalCleared"] as? Int == 2)
+        #expect(try TestSupport.curl(["-w", "%{http_code}", "-o", "/dev/null", url]).stdout == "503")
+    }
+
+    @Test func unknownEndpointsAndMethodsAreExplained() async throws {
+        let server = try TestSupport.server([Self.scenario])
+        defer { Task { await server.stop() } }
+        let base = server.baseURL.absoluteString
+        let unknown = try TestSupport.curl(["-w", "\n%{http_code}", "\(base)/__faultline/nope"])
+        #expect(unknown.stdout.hasSuffix("\n404") && unknown.stdout.contains("requests/wait"))
+        let wrong = try TestSupport.curl(["-i", "-X", "PUT", "\(base)/__faultline/health"])
+        #expect(wrong.stdout.hasPrefix("HTTP/1.1 405"))
+        #expect(wrong.stdout.contains("Allow: GET"))
+        #expect(try TestSupport.journal(server).isEmpty, "admin calls are not journaled")
+    }
+
+    @Test func shutdownStopsTheServer() async throws {
+        let server = try TestSupport.server([Self.scenario])
+        let answer = try TestSupport.admin(server, "shutdown", method: "POST")
+        #expect(answer["stopping"] as? Bool == true)
+        await server.waitUntilStopped()
+        let refused = try TestSupport.curl([server.baseURL.absoluteString + "/a"])
+        #expect(refused.status == 7, "connection refused after shutdown")
+    }
+}

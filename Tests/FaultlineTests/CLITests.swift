@@ -1,0 +1,95 @@
+import Faultline
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The `faultline` executable as a test suite in another language would use it.
+@Suite struct CLITests {
+    static var binary: String {
+        let root = TestSupport.repositoryRoot.appendingPathComponent(".build")
+        for candidate in ["debug/faultline", "release/faultline"] {
+            let path = root.appendingPathComponent(candidate).path
+            if FileManager.default.isExecutableFile(atPath: path) { return path }
+        }
+        return root.appendingPathComponent("debug/faultline").path
+    }
+
+    @Test func parsesServeOptions() throws {
+        let request = try FaultlineCommandLine.parse(["serve", "a.json", "dir", "--port", "0", "--port-file=/tmp/p", "--host", "::1"])
+        var expected = ServeOptions()
+        expected.paths = ["a.json", "dir"]
+        expected.portFile = "/tmp/p"
+        expected.host = "::1"
+        #expect(request == .serve(expected))
+        #expect(throws: CommandLineError.self) { try FaultlineCommandLine.parse(["serve", "--port", "70000"]) }
+        #expect(throws: CommandLineError.self) { try FaultlineCommandLine.parse(["serve", "--bogus"]) }
+        #expect(throws: CommandLineError.self) { try FaultlineCommandLine.parse(["frobnicate"]) }
+        #expect(try FaultlineCommandLine.parse(["--version"]) == .version)
+    }
+
+    @Test func versionHelpAndUsageErrors() throws {
+        let version = try TestSupport.run(Self.binary, ["--version"])
+        #expect(version.status == 0 && version.stdout == "faultline \(Faultline.version)\n")
+        let help = try TestSupport.run(Self.binary, ["--help"])
+        #expect(help.status == 0 && help.stdout.contains("faultline serve"))
+        let bad = try TestSupport.run(Self.binary, ["serve", "--port", "nope"])
+        #expect(bad.status == 64)
+        #expect(bad.stderr.contains("--port must be an integer"))
+    }
+
+    @Test func validateExitCodes() throws {
+        let good = try TestSupport.run(Self.binary, ["validate", TestSupport.scenariosFolder])
+        #expect(good.status == 0, "\(good.stderr)")
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("faultline-validate-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let file = folder.appendingPathComponent("bad.json")
+        try Data(#"{"name": "bad", "routes": [ { "id": "r", "match": { "path": "/r" }, "responses": [ { "status": 1000 } ] } ]}"#.utf8).write(to: file)
+        let bad = try TestSupport.run(Self.binary, ["validate", file.path])
+        #expect(bad.status == 1)
+        #expect(bad.stderr.contains("\(file.path): routes[0].responses[0].status"))
+        #expect(bad.stderr.contains("1000"))
+    }
+
+    @Test func servePrintsItsURLWritesThePortFileAndStopsOnSIGTERM() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("faultline-serve-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let portFile = folder.appendingPathComponent("port").path
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.binary)
+        process.arguments = ["serve", TestSupport.scenariosFolder, "--port", "0", "--port-file", portFile]
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+
+        // The first line arrives as soon as the server listens; reading it is the wait.
+        var firstLine = Data()
+        while !firstLine.contains(0x0A) {
+            let chunk = out.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            firstLine += chunk
+        }
+        let line = String(decoding: firstLine, as: UTF8.self)
+        let match = try #require(line.firstMatch(of: /^listening on http:\/\/127\.0\.0\.1:(\d+)\n/))
+        let port = try #require(Int(match.1))
+        #expect(port > 0)
+        #expect(try String(contentsOfFile: portFile, encoding: .utf8) == "\(port)\n")
+
+        let health = try TestSupport.curl(["http://127.0.0.1:\(port)/__faultline/health"])
+        #expect(health.stdout.contains(#""status":"ok""#))
+        let product = try TestSupport.curl(["-H", "X-Test-Case: cli", "-w", "%{http_code}", "-o", "/dev/null",
+                                            "http://127.0.0.1:\(port)/v1/products/1"])
+        #expect(product.stdout == "503")
+
+        kill(process.processIdentifier, SIGTERM)
+        process.waitUntilExit()
+        #expect(process.terminationReason == .exit)
+        #expect(process.terminationStatus == 0)
+    }
+}

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Throughput and p99 latency: wrk against Faultline and against nginx (one worker) in the same run, both
+# returning the same small JSON body on loopback. Faultline runs with its journal on (the default).
+# Results are printed as a table and written to bench-results/bench.txt.
+#   DURATION=10s CONNECTIONS=50 THREADS=1 scripts/bench.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+duration="${DURATION:-10s}"
+connections="${CONNECTIONS:-50}"
+threads="${THREADS:-1}"
+binary=".build/release/faultline"
+work="$(mktemp -d)"
+out_dir="bench-results"
+mkdir -p "$out_dir"
+body='{"id":"1","name":"widget","price":9.99}'
+
+cleanup() {
+    [ -n "${faultline_pid:-}" ] && kill "$faultline_pid" 2>/dev/null || true
+    [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# nginx: one worker, no access log, the same body and content type.
+nginx_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+mkdir -p "$work/nginx"
+cat > "$work/nginx.conf" <<NGINX
+worker_processes 1;
+daemon on;
+pid $work/nginx.pid;
+error_log $work/nginx/error.log;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path $work/nginx; proxy_temp_path $work/nginx; fastcgi_temp_path $work/nginx;
+    uwsgi_temp_path $work/nginx; scgi_temp_path $work/nginx;
+    keepalive_requests 1000000;
+    server {
+        listen 127.0.0.1:$nginx_port;
+        location /item { default_type application/json; return 200 '$body'; }
+    }
+}
+NGINX
+nginx -c "$work/nginx.conf" -e "$work/nginx/error.log"
+
+"$binary" serve bench/plain-json.json --port 0 --port-file "$work/port" >/dev/null 2>&1 &
+faultline_pid=$!
+for _ in $(seq 1 200); do [ -s "$work/port" ] && break; sleep 0.05; done
+faultline_port=$(cat "$work/port")
+
+check() {
+    local got
+    got=$(curl -s "$1")
+    [ "$got" = "$body" ] || { echo "bench: $1 returned '$got', expected '$body'" >&2; exit 1; }
+}
+check "http://127.0.0.1:$faultline_port/item"
+check "http://127.0.0.1:$nginx_port/item"
+
+run_wrk() {
+    # Warm up briefly, then measure.
+    wrk -t"$threads" -c"$connections" -d2s "$1" >/dev/null
+    wrk -t"$threads" -c"$connections" -d"$duration" --latency "$1"
+}
+
+to_ms() {
+    # wrk prints latencies like 512.00us, 1.23ms, 2.01s
+    python3 -c 'import sys,re
+v=sys.argv[1]; m=re.match(r"([\d.]+)(us|ms|s)$", v)
+n=float(m.group(1)); print(round(n/1000 if m.group(2)=="us" else n*1000 if m.group(2)=="s" else n, 3))' "$1"
+}
+
+run_wrk "http://127.0.0.1:$nginx_port/item" > "$work/nginx.txt"
+run_wrk "http://127.0.0.1:$faultline_port/item" > "$work/faultline.txt"
+
+rps() { awk '/Requests\/sec/ {print $2}' "$1"; }
+p99() { to_ms "$(awk '$1=="99%" {print $2}' "$1")"; }
+errors() { awk '/Non-2xx|Socket errors/' "$1" | tr '\n' ' '; }
+
+nginx_rps=$(rps "$work/nginx.txt"); faultline_rps=$(rps "$work/faultline.txt")
+nginx_p99=$(p99 "$work/nginx.txt"); faultline_p99=$(p99 "$work/faultline.txt")
+journal=$(curl -s "http://127.0.0.1:$faultline_port/__faultline/requests/count")
+ratio=$(python3 -c "print(round($faultline_rps / $nginx_rps, 3))")
+
+{
+    echo "benchmark: wrk -t$threads -c$connections -d$duration, GET /item (${#body}-byte JSON), loopback, $(nproc) cores"
+    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  nginx: $(nginx -v 2>&1 | sed 's/.*\///')  faultline: $("$binary" --version)"
+    printf '%-12s %14s %10s\n' server "requests/s" "p99 ms"
+    printf '%-12s %14s %10s\n' nginx "$nginx_rps" "$nginx_p99"
+    printf '%-12s %14s %10s\n' faultline "$faultline_rps" "$faultline_p99"
+    echo "throughput ratio faultline/nginx: $ratio"
+    echo "faultline journal after the run: $journal"
+    [ -n "$(errors "$work/faultline.txt")" ] && echo "faultline wrk errors: $(errors "$work/faultline.txt")"
+    [ -n "$(errors "$work/nginx.txt")" ] && echo "nginx wrk errors: $(errors "$work/nginx.txt")"
+    true
+} | tee "$out_dir/bench.txt"

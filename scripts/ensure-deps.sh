@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what building and testing Faultline needs on Debian, only when it is missing:
+#   libevent-dev (the server), curl (live tests), Python's requests + pytest (client tests).
+# Usage: scripts/ensure-deps.sh [build|test|bench]
+set -euo pipefail
+need="${1:-build}"
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+
+apt_packages=()
+pkg-config --exists libevent 2>/dev/null || apt_packages+=(libevent-dev pkg-config)
+if [ "$need" != build ]; then
+    command -v curl >/dev/null || apt_packages+=(curl)
+fi
+if [ "$need" = bench ]; then
+    command -v wrk >/dev/null || apt_packages+=(wrk)
+    command -v nginx >/dev/null || apt_packages+=(nginx-light)
+fi
+if [ "${#apt_packages[@]}" -gt 0 ]; then
+    echo "ensure-deps: installing ${apt_packages[*]}" >&2
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${apt_packages[@]}" >/dev/null
+fi
+
+if [ "$need" = test ]; then
+    if ! python3 -c 'import requests, pytest' 2>/dev/null; then
+        echo "ensure-deps: installing Python packages requests, pytest" >&2
+        python3 -m pip install -q requests pytest
+    fi
+fi
