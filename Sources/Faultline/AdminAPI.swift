@@ -5,6 +5,11 @@ import FaultlineCore
 final class AdminAPI {
     static let prefix = "/__faultline/"
 
+    /// Whether a request-target is under the admin prefix; a byte comparison, run for every request.
+    static func isAdminTarget(_ target: String) -> Bool {
+        target.utf8.starts(with: prefix.utf8)
+    }
+
     /// Hands a finished response plan to the connection, with an optional action for after it is sent.
     typealias Reply = (ResponsePlan, (() -> Void)?) -> Void
 
@@ -97,7 +102,7 @@ final class AdminAPI {
                 ("counters", core.journal.countersJSON()),
             ]))
         case ("DELETE", "requests"):
-            let cleared = core.journal.entries.count
+            let cleared = core.journal.retainedCount
             core.journal.clear()
             respond(200, .object([("cleared", .int(cleared)), ("counters", core.journal.countersJSON())]))
         case ("GET", "requests/count"), ("HEAD", "requests/count"):
@@ -121,7 +126,7 @@ final class AdminAPI {
             core.resetScenarios()
             var cleared = 0
             if param("journal") == "true" {
-                cleared = core.journal.entries.count
+                cleared = core.journal.retainedCount
                 core.journal.clear()
             }
             respond(200, .object([("reset", .bool(true)), ("journalCleared", .int(cleared))]))

@@ -188,7 +188,7 @@ final class Connection {
         headArrival = nil
         let index = requestCount
         requestCount += 1
-        if request.path.hasPrefix(AdminAPI.prefix) && !server.journalsAdmin {
+        if AdminAPI.isAdminTarget(request.target) && !server.journalsAdmin {
             let exchange = Exchange(sequence: nil, plan: nil)
             exchanges.append(exchange)
             server.admin.handle(request, connection: self) { [weak self, exchange] plan, after in
@@ -203,7 +203,6 @@ final class Connection {
         var entry = JournalEntry(
             receivedAtWall: arrival.wall, receivedAtMonotonicNanos: arrival.monotonic, connectionID: id,
             indexOnConnection: index, clientAddress: clientAddress, head: request.head,
-            requestLine: "\(request.method) \(request.target) \(request.head.version)",
             body: request.body, bodySize: request.body.count)
         let decision = server.engine.decide(request, requestID: server.journal.nextSequence)
         entry.scenario = decision.scenario
@@ -227,7 +226,7 @@ final class Connection {
         var entry = JournalEntry(
             receivedAtWall: arrival.wall, receivedAtMonotonicNanos: arrival.monotonic, connectionID: id,
             indexOnConnection: index, clientAddress: clientAddress, head: error.head,
-            requestLine: error.requestLinePrefix, malformed: error.reason)
+            rawRequestLine: error.requestLinePrefix, malformed: error.reason)
         entry.status = error.status
         let sequence = server.record(entry)
         let body: JSONValue = .object([
@@ -265,9 +264,22 @@ final class Connection {
         runActions()
     }
 
+    /// Writes straight to the socket when nothing is queued (most responses: no epoll changes, no extra
+    /// loop turn); whatever the kernel does not take at once is queued on the bufferevent, which keeps the
+    /// order and reports errors through `event(_:)`.
     private func write(_ bytes: [UInt8]) {
-        guard let bufferEvent else { return }
-        bytes.withUnsafeBytes { _ = bufferevent_write(bufferEvent, $0.baseAddress, $0.count) }
+        guard let bufferEvent, !bytes.isEmpty else { return }
+        bytes.withUnsafeBytes { buffer in
+            var sent = 0
+            if evbuffer_get_length(bufferevent_get_output(bufferEvent)) == 0 {
+                let n = send(bufferevent_getfd(bufferEvent), buffer.baseAddress, buffer.count,
+                             Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+                if n > 0 { sent = n }
+            }
+            if sent < buffer.count {
+                _ = bufferevent_write(bufferEvent, buffer.baseAddress! + sent, buffer.count - sent)
+            }
+        }
     }
 
     /// Carries out the current exchange's actions from `actionIndex` until one has to wait.
@@ -471,7 +483,7 @@ final class Connection {
         var entry = JournalEntry(
             receivedAtWall: arrival.wall, receivedAtMonotonicNanos: arrival.monotonic, connectionID: id,
             indexOnConnection: requestCount, clientAddress: clientAddress, head: nil,
-            requestLine: error.requestLinePrefix, malformed: error.reason)
+            rawRequestLine: error.requestLinePrefix, malformed: error.reason)
         entry.outcome = .rejected
         entry.finishedAtMonotonicNanos = Clock.monotonicNanos()
         requestCount += 1

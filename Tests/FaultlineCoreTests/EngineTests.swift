@@ -221,3 +221,33 @@ import Testing
         #expect(plan(.corruptJSON).keepAlive)
     }
 }
+
+/// The journal's ring: eviction, exact counters, updates by sequence number, clearing.
+@Suite struct JournalTests {
+    static func entry(route: String?) -> JournalEntry {
+        var entry = JournalEntry(
+            receivedAtWall: 0, receivedAtMonotonicNanos: 0, connectionID: 1, indexOnConnection: 0,
+            clientAddress: "test", head: nil, body: Array(repeating: 65, count: 10), bodySize: 10)
+        entry.route = route
+        return entry
+    }
+
+    @Test func evictsTheOldestAndKeepsCountersExact() {
+        var journal = Journal(capacity: 3, maxBodyBytes: 4)
+        for i in 1...7 { journal.record(Self.entry(route: i % 2 == 0 ? "even" : "odd")) }
+        #expect(journal.entries.map(\.sequence) == [5, 6, 7])
+        #expect(journal.totalRecorded == 7 && journal.evicted == 4 && journal.retainedCount == 3)
+        #expect(journal.perRoute == ["odd": 4, "even": 3])
+        #expect(journal.entries.allSatisfy { $0.body.count == 4 && $0.bodySize == 10 })
+        journal.update(6) { $0.status = 201 }
+        journal.update(2) { $0.status = 500 }  // evicted: ignored
+        #expect(journal.entry(6)?.status == 201 && journal.entry(2) == nil)
+        #expect(journal.query(JournalFilter(route: "odd")).map(\.sequence) == [5, 7])
+        #expect(journal.query(JournalFilter(), limit: 2).map(\.sequence) == [6, 7])
+        #expect(journal.count(JournalFilter(status: 201)) == 1)
+        journal.clear()
+        #expect(journal.entries.isEmpty)
+        #expect(journal.record(Self.entry(route: nil)) == 8)
+        #expect(journal.entries.map(\.sequence) == [8] && journal.totalRecorded == 8)
+    }
+}

@@ -118,8 +118,7 @@ public final class Engine {
         }
         let stepIndex = loaded.stepEnds.firstIndex(where: { position < $0 }) ?? loaded.stepEnds.count - 1
         var context = TemplateContext(
-            pathParameters: parameters, query: input.query, headers: input.request.headers,
-            requestID: requestID, resourceID: { [unowned self] in
+            pathParameters: parameters, input: input, requestID: requestID, resourceID: { [unowned self] in
                 defer { self.nextResourceID += 1 }
                 return self.nextResourceID
             })

@@ -1,23 +1,35 @@
 import Foundation
 
-/// The parts of a request that matching looks at, computed once per request.
-public struct MatchInput {
-    public var request: HTTPRequest
-    /// Percent-decoded path segments, without the leading empty one.
-    public var pathSegments: [String]
-    /// Percent-decoded query parameters in order (`+` is a space, as HTML forms send it).
-    public var query: [(name: String, value: String)]
+/// The parts of a request that matching looks at, each computed at most once per request and only when a
+/// route asks for it (most requests need the path segments and nothing else).
+public final class MatchInput {
+    public let request: HTTPRequest
 
     public init(request: HTTPRequest) {
         self.request = request
-        let path = request.path
-        var segments = path.split(separator: "/", omittingEmptySubsequences: false).map {
-            PercentDecoding.decode($0)
-        }
-        if segments.first == "" { segments.removeFirst() }
-        pathSegments = segments
-        query = PercentDecoding.queryParameters(request.query)
     }
+
+    /// The path part of the target, still percent-encoded.
+    public private(set) lazy var path: String = request.path
+
+    /// Percent-decoded path segments, without the leading empty one.
+    public private(set) lazy var pathSegments: [String] = {
+        var segments: [String] = []
+        var current = Substring(path).utf8
+        if current.first == UInt8(ascii: "/") { current = current.dropFirst() }
+        while true {
+            guard let slash = current.firstIndex(of: UInt8(ascii: "/")) else {
+                segments.append(PercentDecoding.decode(Substring(current)))
+                break
+            }
+            segments.append(PercentDecoding.decode(Substring(current[..<slash])))
+            current = current[current.index(after: slash)...]
+        }
+        return segments
+    }()
+
+    /// Percent-decoded query parameters in order (`+` is a space, as HTML forms send it).
+    public private(set) lazy var query: [(name: String, value: String)] = PercentDecoding.queryParameters(request.query)
 }
 
 /// Why a route did not take a request, and how close it came (higher is closer).
@@ -46,7 +58,7 @@ public enum RouteMatcher {
                 score += 100
             case .failure(let matchedSegments):
                 return .missed(MatchMiss(
-                    reason: "path \(input.request.path) does not match \(pattern.isPrefix ? "prefix " : "")"
+                    reason: "path \(input.path) does not match \(pattern.isPrefix ? "prefix " : "")"
                         + pattern.source,
                     score: matchedSegments * 10))
             }
@@ -191,8 +203,8 @@ enum RegexCache {
 /// Percent-decoding for paths and query strings (RFC 3986 §2.1). Invalid escapes are kept as written.
 public enum PercentDecoding {
     public static func decode<S: StringProtocol>(_ text: S, plusIsSpace: Bool = false) -> String {
+        guard text.utf8.contains(where: { $0 == 0x25 || (plusIsSpace && $0 == 0x2B) }) else { return String(text) }
         let bytes = Array(text.utf8)
-        guard bytes.contains(0x25) || (plusIsSpace && bytes.contains(0x2B)) else { return String(text) }
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count)
         var i = 0

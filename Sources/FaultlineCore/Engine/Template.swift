@@ -2,19 +2,19 @@
 /// `{{request.id}}`, `{{resource.id}}`.
 public struct TemplateContext {
     public var pathParameters: [String: String]
-    public var query: [(name: String, value: String)]
-    public var headers: HTTPHeaders
+    /// Read only when a template asks for `{{query.…}}`, so the query string is parsed lazily.
+    private let input: MatchInput
+    public var query: [(name: String, value: String)] { input.query }
+    public var headers: HTTPHeaders { input.request.headers }
     public var requestID: Int
     /// Drawn lazily: a step that never mentions `{{resource.id}}` does not consume an id.
     public var resourceID: () -> Int
 
     public init(
-        pathParameters: [String: String], query: [(name: String, value: String)], headers: HTTPHeaders,
-        requestID: Int, resourceID: @escaping () -> Int
+        pathParameters: [String: String], input: MatchInput, requestID: Int, resourceID: @escaping () -> Int
     ) {
         self.pathParameters = pathParameters
-        self.query = query
-        self.headers = headers
+        self.input = input
         self.requestID = requestID
         self.resourceID = resourceID
     }

@@ -48,8 +48,11 @@ public struct Journal: Sendable {
     public let capacity: Int
     /// Request bodies are kept up to this many bytes each.
     public let maxBodyBytes: Int
-    /// Entries in sequence order; `entries[i].sequence == firstSequence + i`.
-    public private(set) var entries: [JournalEntry] = []
+    /// A ring: once full, each new entry overwrites the oldest, so recording costs the same every time
+    /// (no periodic mass eviction to stall the loop). `ring[(start + i) % capacity]` is the i-th oldest.
+    private var ring: [JournalEntry] = []
+    private var start = 0
+    /// Sequence number of the oldest kept entry.
     private var firstSequence = 1
     public private(set) var nextSequence = 1
     /// Every request ever recorded, including evicted and cleared ones.
@@ -63,8 +66,16 @@ public struct Journal: Sendable {
     public init(capacity: Int = 10_000, maxBodyBytes: Int = 64 * 1024) {
         self.capacity = max(capacity, 1)
         self.maxBodyBytes = max(maxBodyBytes, 0)
-        entries.reserveCapacity(min(self.capacity, 1024))
+        ring.reserveCapacity(min(self.capacity, 1024))
     }
+
+    /// The kept entries, oldest first.
+    public var entries: [JournalEntry] {
+        Array(ring[start...] + ring[..<start])
+    }
+
+    /// How many entries are kept.
+    public var retainedCount: Int { ring.count }
 
     /// Records a new entry, assigning its sequence number, which it returns. The body is capped here.
     @discardableResult
@@ -73,38 +84,37 @@ public struct Journal: Sendable {
         entry.sequence = nextSequence
         nextSequence += 1
         if entry.body.count > maxBodyBytes { entry.body = Array(entry.body.prefix(maxBodyBytes)) }
-        if entries.count >= capacity {
-            // Evict in batches so recording stays O(1) amortised instead of shifting the array every time.
-            let drop = min(entries.count, max(1, capacity / 8))
-            entries.removeFirst(drop)
-            firstSequence += drop
-            evicted += drop
-        }
-        if entries.isEmpty { firstSequence = entry.sequence }
-        entries.append(entry)
-        totalRecorded += 1
+        if ring.isEmpty { firstSequence = entry.sequence }
         if entry.malformed != nil { totalMalformed += 1 }
-        countRoute(entry)
+        if let route = entry.route { perRoute[route, default: 0] += 1 }
+        if entry.unmatched != nil { totalUnmatched += 1 }
+        totalRecorded += 1
+        if ring.count < capacity {
+            ring.append(entry)
+        } else {
+            ring[start] = entry
+            start = (start + 1) % capacity
+            firstSequence += 1
+            evicted += 1
+        }
         return entry.sequence
+    }
+
+    private func slot(_ sequence: Int) -> Int? {
+        let offset = sequence - firstSequence
+        guard offset >= 0, offset < ring.count else { return nil }
+        return (start + offset) % capacity
     }
 
     /// Changes the entry with this sequence number, if it is still kept (how its exchange ended, bytes
     /// written). Which route took it is fixed at `record` time, so the counters need no update.
     public mutating func update(_ sequence: Int, _ change: (inout JournalEntry) -> Void) {
-        let index = sequence - firstSequence
-        guard index >= 0, index < entries.count else { return }
-        change(&entries[index])
-    }
-
-    private mutating func countRoute(_ entry: JournalEntry) {
-        if let route = entry.route { perRoute[route, default: 0] += 1 }
-        if entry.unmatched != nil { totalUnmatched += 1 }
+        guard let index = slot(sequence) else { return }
+        change(&ring[index])
     }
 
     public func entry(_ sequence: Int) -> JournalEntry? {
-        let index = sequence - firstSequence
-        guard index >= 0, index < entries.count else { return nil }
-        return entries[index]
+        slot(sequence).map { ring[$0] }
     }
 
     /// Matching entries, oldest first, at most `limit` (the newest ones when limited).
@@ -115,12 +125,13 @@ public struct Journal: Sendable {
     }
 
     public func count(_ filter: JournalFilter) -> Int {
-        entries.reduce(0) { $0 + (filter.accepts($1) ? 1 : 0) }
+        ring.reduce(0) { $0 + (filter.accepts($1) ? 1 : 0) }
     }
 
     /// Forgets every kept entry; counters and sequence numbers carry on.
     public mutating func clear() {
-        entries.removeAll(keepingCapacity: true)
+        ring.removeAll(keepingCapacity: true)
+        start = 0
         firstSequence = nextSequence
     }
 
@@ -128,7 +139,7 @@ public struct Journal: Sendable {
     public func countersJSON() -> JSONValue {
         .object([
             ("totalRecorded", .int(totalRecorded)),
-            ("retained", .int(entries.count)),
+            ("retained", .int(ring.count)),
             ("evicted", .int(evicted)),
             ("capacity", .int(capacity)),
             ("malformed", .int(totalMalformed)),

@@ -33,8 +33,16 @@ public struct JournalEntry: Sendable {
     public var clientAddress: String
     /// Nil when the request line itself could not be parsed.
     public var head: HTTPRequestHead?
+    /// What could be read of the request line when the request was malformed; nil for a well-formed
+    /// request, whose line is rebuilt from `head` (so the hot path does not format a string per request).
+    public var rawRequestLine: String?
+
     /// The request line as received (for malformed requests, what could be read of it).
-    public var requestLine: String
+    public var requestLine: String {
+        if let rawRequestLine { return rawRequestLine }
+        guard let head else { return "" }
+        return "\(head.method) \(head.target) \(head.version)"
+    }
     /// The body, capped at the journal's body limit.
     public var body: [UInt8]
     /// The body's full size, even when `body` was capped.
@@ -57,7 +65,7 @@ public struct JournalEntry: Sendable {
 
     public init(
         sequence: Int = 0, receivedAtWall: Double, receivedAtMonotonicNanos: UInt64, connectionID: Int,
-        indexOnConnection: Int, clientAddress: String, head: HTTPRequestHead?, requestLine: String,
+        indexOnConnection: Int, clientAddress: String, head: HTTPRequestHead?, rawRequestLine: String? = nil,
         body: [UInt8] = [], bodySize: Int = 0, malformed: String? = nil
     ) {
         self.sequence = sequence
@@ -67,7 +75,7 @@ public struct JournalEntry: Sendable {
         self.indexOnConnection = indexOnConnection
         self.clientAddress = clientAddress
         self.head = head
-        self.requestLine = requestLine
+        self.rawRequestLine = rawRequestLine
         self.body = body
         self.bodySize = bodySize
         self.malformed = malformed
