@@ -23,7 +23,7 @@ test:
 	@scripts/ensure-deps.sh test
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
-	FAULTLINE_BIN=$(CURDIR)/.build/debug/faultline python3 -m pytest -q tests/python
+	FAULTLINE_BIN=$(CURDIR)/.build/debug/faultline python3 -m pytest -q -p no:benchmark -p no:cacheprovider tests/python
 
 # wrk against Faultline and nginx in the same run; not part of `make test`.
 bench:

@@ -334,9 +334,8 @@ final class Connection {
             if pendingOutput == 0 { linger() }
             return
         }
-        if readEOF && exchanges.isEmpty && !parser.hasPartialRequest {
-            closeWhenDrained = true
-            if pendingOutput == 0 { teardown(outcomeForQueued: .cancelled) }
+        if readEOF && exchanges.isEmpty {
+            settleAfterClientFIN()
             return
         }
         startNextIfIdle()
@@ -346,16 +345,9 @@ final class Connection {
     private var drainActions: [() -> Void] = []
 
     private func drained() {
-        if !awaitingDrain.isEmpty {
-            let now = Clock.monotonicNanos()
-            for (sequence, bytes) in awaitingDrain {
-                server.updateEntry(sequence) {
-                    $0.outcome = .completed
-                    $0.bytesWritten = bytes
-                    $0.finishedAtMonotonicNanos = now
-                }
-            }
-            awaitingDrain.removeAll(keepingCapacity: true)
+        // After the client's FIN the outcome is not known yet: see `settleAfterClientFIN()`.
+        if !awaitingDrain.isEmpty && !readEOF {
+            completeAwaitingDrain(.completed)
         }
         if !drainActions.isEmpty {
             let actions = drainActions
@@ -373,6 +365,48 @@ final class Connection {
         }
         updateReadInterest()
     }
+
+    private func completeAwaitingDrain(_ outcome: ExchangeOutcome) {
+        let now = Clock.monotonicNanos()
+        for (sequence, bytes) in awaitingDrain {
+            server.updateEntry(sequence) {
+                $0.outcome = outcome
+                $0.bytesWritten = bytes
+                $0.finishedAtMonotonicNanos = now
+            }
+        }
+        awaitingDrain.removeAll(keepingCapacity: true)
+    }
+
+    /// How long to wait for the client's RST after answering a client that had already sent FIN.
+    private static let settleMilliseconds = 25
+
+    /// The client sent FIN before its response was complete. Either it half-closed and is still reading
+    /// (the response arrives: `completed`), or it closed the socket — typically a client-side timeout — and
+    /// its kernel answers our bytes with RST (`client-closed`). FIN alone cannot tell the two apart; the RST
+    /// can, and on loopback it is back within microseconds. So wait briefly, look, then close.
+    private func settleAfterClientFIN() {
+        guard let bufferEvent, state != .closed, !settling else { return }
+        settling = true
+        let fd = bufferevent_getfd(bufferEvent)
+        waitTimer = LoopTimer(loop: server.loop, milliseconds: Self.settleMilliseconds) { [unowned self] in
+            waitTimer = nil
+            // After an RST the socket has a pending error and TCP has left CLOSE_WAIT for CLOSE. (recv would
+            // only report the FIN it already saw.)
+            var error: Int32 = 0
+            var length = socklen_t(MemoryLayout<Int32>.size)
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length)
+            var info = tcp_info()
+            var infoLength = socklen_t(MemoryLayout<tcp_info>.size)
+            let closed = getsockopt(fd, Int32(IPPROTO_TCP), TCP_INFO, &info, &infoLength) == 0
+                && info.tcpi_state == UInt8(TCP_CLOSE)
+            let reset = error == ECONNRESET || error == EPIPE || closed
+            completeAwaitingDrain(reset || pendingOutput > 0 ? .clientClosed : .completed)
+            teardown(outcomeForQueued: .cancelled)
+        }
+    }
+
+    private var settling = false
 
     /// A close, reset or shutdown, with the output already drained.
     private func perform(_ action: WireAction) {
@@ -413,7 +447,7 @@ final class Connection {
         for exchange in exchanges { complete(exchange, .cancelled) }
         exchanges.removeAll()
         if readEOF {
-            teardown(outcomeForQueued: .cancelled)
+            if awaitingDrain.isEmpty { teardown(outcomeForQueued: .cancelled) } else { settleAfterClientFIN() }
             return
         }
         shutdown(bufferevent_getfd(bufferEvent), Int32(SHUT_WR))
@@ -471,7 +505,11 @@ final class Connection {
         case .halfClosed, .lingering:
             teardown(outcomeForQueued: .clientClosed)
         case .idle where exchanges.isEmpty:
-            if pendingOutput == 0 { teardown(outcomeForQueued: .cancelled) } else { closeWhenDrained = true }
+            if awaitingDrain.isEmpty && pendingOutput == 0 {
+                teardown(outcomeForQueued: .cancelled)
+            } else {
+                settleAfterClientFIN()
+            }
         default:
             break
         }
@@ -518,7 +556,7 @@ final class Connection {
                 }
             }
         } else if !awaitingDrain.isEmpty {
-            drained()
+            completeAwaitingDrain(.completed)
         }
         waitTimer?.cancel()
         waitTimer = nil

@@ -74,9 +74,10 @@ public final class FaultlineServer: Sendable {
         loop.start()
     }
 
-    /// Stops on SIGINT and SIGTERM (for the CLI). `onSignal` runs on the loop thread first.
-    public func stopOnSignals(_ onSignal: @escaping @Sendable (Int32) -> Void = { _ in }) {
-        loop.post { [core] in core.stopOnSignals(onSignal) }
+    /// Stops on SIGINT and SIGTERM (for the CLI). Returns once the handlers are installed, so a caller that
+    /// then announces itself cannot be killed by a signal sent in between. `onSignal` runs on the loop thread.
+    public func stopOnSignals(_ onSignal: @escaping @Sendable (Int32) -> Void = { _ in }) async {
+        await loop.submit { [core] in core.stopOnSignals(onSignal) }
     }
 
     /// Stops accepting, cuts every connection (pending exchanges are journaled as cancelled) and ends the

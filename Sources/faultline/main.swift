@@ -55,7 +55,7 @@ case .serve(let options):
     } catch {
         fail(error.description, code: 2)
     }
-    server.stopOnSignals()
+    await server.stopOnSignals()
     if let portFile = options.portFile {
         // Write then rename, so a test polling for the file never reads half of it.
         let temporary = portFile + ".tmp-\(getpid())"

@@ -106,6 +106,24 @@ import Testing
         #expect(try TestSupport.curl(["-w", "%{http_code}", "-o", "/dev/null", url]).stdout == "503")
     }
 
+    @Test func resetCutsOffResponsesStillPendingFromTheOldScript() async throws {
+        let slow = #"{"name": "slow", "routes": [ { "id": "s", "match": { "path": "/s" }, "responses": [ { "delayMs": 20000, "text": "late" } ] } ]}"#
+        let server = try TestSupport.server([slow])
+        defer { Task { await server.stop() } }
+        let client = try RawClient(port: server.port)
+        try client.send("GET /s HTTP/1.1\r\nHost: x\r\n\r\n")
+        let seen = try TestSupport.admin(server, "requests/wait?count=1&timeoutMs=5000")
+        #expect(seen["satisfied"] as? Bool == true)
+        let start = Date()
+        _ = try TestSupport.admin(server, "scenarios/reset", method: "POST")
+        let result = client.readUntilClose(seconds: 10)
+        #expect(result.closed || result.error != nil)
+        #expect(result.bytes.isEmpty, "no byte of the old script's response may arrive")
+        #expect(Date().timeIntervalSince(start) < 5)
+        let entry = try #require(await server.requests().first)
+        #expect(entry.outcome == .cancelled)
+    }
+
     @Test func unknownEndpointsAndMethodsAreExplained() async throws {
         let server = try TestSupport.server([Self.scenario])
         defer { Task { await server.stop() } }
