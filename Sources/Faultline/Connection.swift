@@ -135,7 +135,8 @@ final class Connection {
                 // RFC 9110 §10.1.1: answer 100 at once, unless an earlier response is still being written
                 // (interleaving it would corrupt that response; the client then sends its body after its
                 // own short wait).
-                if head.expectsContinue && exchanges.isEmpty && state == .idle {
+                // When body bytes came with the head, the client is not waiting: 100 may be omitted.
+                if head.expectsContinue && exchanges.isEmpty && state == .idle && parser.bufferedByteCount == 0 {
                     write(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
                 }
             case .request(let request):
@@ -188,7 +189,7 @@ final class Connection {
         headArrival = nil
         let index = requestCount
         requestCount += 1
-        if AdminAPI.isAdminTarget(request.target) && !server.journalsAdmin {
+        if AdminAPI.isAdminTarget(request.target) {
             let exchange = Exchange(sequence: nil, plan: nil)
             exchanges.append(exchange)
             server.admin.handle(request, connection: self) { [weak self, exchange] plan, after in
@@ -532,31 +533,16 @@ final class Connection {
     /// (the head one `clientClosed`/`hangReleased` as appropriate).
     func teardown(outcomeForQueued outcome: ExchangeOutcome) {
         guard state != .closed else { return }
-        let head = exchanges.first
-        let headOutcome: ExchangeOutcome
-        switch state {
-        case .hanging: headOutcome = outcome == .clientClosed ? .hangReleased : outcome
-        case .responding, .draining: headOutcome = outcome
-        default: headOutcome = outcome
-        }
-        if let head, head.plan != nil, state != .idle {
-            complete(head, headOutcome)
+        // A hang that ends because the client left was "released"; everything else gets `outcome`.
+        if state == .hanging, let head = exchanges.first {
+            complete(head, outcome == .clientClosed ? .hangReleased : outcome)
             exchanges.removeFirst()
         }
         for exchange in exchanges { complete(exchange, outcome) }
         exchanges.removeAll()
-        // Written to the kernel but unconfirmed: if the client is gone they may not have arrived.
-        if pendingOutput > 0 || outcome == .clientClosed {
-            let unsent = awaitingDrain
-            awaitingDrain.removeAll()
-            for (sequence, bytes) in unsent {
-                server.updateEntry(sequence) {
-                    $0.outcome = .clientClosed
-                    $0.bytesWritten = bytes
-                }
-            }
-        } else if !awaitingDrain.isEmpty {
-            completeAwaitingDrain(.completed)
+        // Fully written responses whose bytes were still queued, or whose client is gone, may not have arrived.
+        if !awaitingDrain.isEmpty {
+            completeAwaitingDrain(pendingOutput > 0 || outcome == .clientClosed ? .clientClosed : .completed)
         }
         waitTimer?.cancel()
         waitTimer = nil

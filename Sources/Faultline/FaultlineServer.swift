@@ -31,13 +31,11 @@ public final class FaultlineServer: Sendable {
         public var parserLimits = HTTPParserLimits()
         /// A request's header section must be complete this long after its first byte, or it gets 408.
         public var headerTimeoutMilliseconds: Int = 10_000
-        /// Journal requests to `/__faultline/…` too (normally they are left out).
-        public var journalAdminRequests = false
 
         public init(
             host: String = "127.0.0.1", port: Int = 0, scenarios: [Scenario] = [], journalCapacity: Int = 10_000,
             journalBodyBytes: Int = 64 * 1024, parserLimits: HTTPParserLimits = HTTPParserLimits(),
-            headerTimeoutMilliseconds: Int = 10_000, journalAdminRequests: Bool = false
+            headerTimeoutMilliseconds: Int = 10_000
         ) {
             self.host = host
             self.port = port
@@ -46,7 +44,6 @@ public final class FaultlineServer: Sendable {
             self.journalBodyBytes = journalBodyBytes
             self.parserLimits = parserLimits
             self.headerTimeoutMilliseconds = headerTimeoutMilliseconds
-            self.journalAdminRequests = journalAdminRequests
         }
     }
 
@@ -72,6 +69,11 @@ public final class FaultlineServer: Sendable {
         port = core.port
         host = configuration.host
         loop.start()
+    }
+
+    /// A server dropped without `stop()` still stops: its loop thread must not outlive every reference.
+    deinit {
+        loop.post { [core] in core.stop() }
     }
 
     /// Stops on SIGINT and SIGTERM (for the CLI). Returns once the handlers are installed, so a caller that

@@ -26,7 +26,6 @@ final class ServerCore: @unchecked Sendable {
     /// Called on the loop thread whenever the journal changes (admin long-polls wait on it).
     var journalObservers: [(ServerCore) -> Void] = []
 
-    var journalsAdmin: Bool { configuration.journalAdminRequests }
     var connectionCount: Int { connections.count }
 
     init(loop: EventLoop, configuration: FaultlineServer.Configuration) {
