@@ -58,6 +58,8 @@ final class Connection {
     private(set) var state: State = .idle
     private var waitTimer: LoopTimer?
     private var headerTimer: LoopTimer?
+    /// The connection policy's idle close (stale keep-alive race), armed when a response leaves it idle.
+    private var idleTimer: LoopTimer?
     private var requestCount = 0
     private var readEOF = false
     /// Close once everything queued has been written (after the client's EOF, or after a final response).
@@ -111,6 +113,8 @@ final class Connection {
 
     private func readable() {
         guard let input = bufferevent_get_input(bufferEvent) else { return }
+        idleTimer?.cancel()
+        idleTimer = nil
         if state == .lingering {
             evbuffer_drain(input, evbuffer_get_length(input))
             return
@@ -205,13 +209,15 @@ final class Connection {
             receivedAtWall: arrival.wall, receivedAtMonotonicNanos: arrival.monotonic, connectionID: id,
             indexOnConnection: index, clientAddress: clientAddress, head: request.head,
             body: request.body, bodySize: request.body.count)
-        let decision = server.engine.decide(request, requestID: server.journal.nextSequence)
+        let decision = server.engine.decide(
+            request, requestID: server.journal.nextSequence, connectionRequestIndex: index)
         entry.scenario = decision.scenario
         entry.route = decision.route
         entry.step = decision.step
         entry.unmatched = decision.unmatched
         entry.status = decision.plan.status
         entry.fault = decision.plan.fault
+        entry.chaos = decision.chaos
         let sequence = server.record(entry)
         exchanges.append(Exchange(sequence: sequence, plan: decision.plan))
         startNextIfIdle()
@@ -341,6 +347,14 @@ final class Connection {
         }
         startNextIfIdle()
         updateReadInterest()
+        if state == .idle, exchanges.isEmpty, !parser.hasPartialRequest,
+           let idle = exchange.plan?.idleCloseMilliseconds {
+            idleTimer = LoopTimer(loop: server.loop, milliseconds: idle) { [unowned self] in
+                idleTimer = nil
+                // A plain close, no lingering: exactly what a server's keep-alive timeout does.
+                if state == .idle && exchanges.isEmpty { teardown(outcomeForQueued: .cancelled) }
+            }
+        }
     }
 
     private var drainActions: [() -> Void] = []
@@ -548,6 +562,8 @@ final class Connection {
         waitTimer = nil
         headerTimer?.cancel()
         headerTimer = nil
+        idleTimer?.cancel()
+        idleTimer = nil
         state = .closed
         if let bufferEvent { bufferevent_free(bufferEvent) }
         bufferEvent = nil

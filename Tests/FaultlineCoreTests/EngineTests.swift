@@ -205,7 +205,7 @@ import Testing
         func plan(_ fault: FaultName) -> ResponsePlan {
             let route = Route(
                 id: "f", match: RouteMatch(path: Self.path("/f")),
-                responses: [ResponseStep(body: .json(.object([("ok", .bool(true))])), fault: fault.rawValue)])
+                responses: [ResponseStep(body: .json(.object([("ok", .bool(true))])), fault: FaultSpec(fault))])
             return Engine(scenarios: [Self.scenario([route])]).decide(Self.request("GET", "/f"), requestID: 1).plan
         }
         #expect(plan(.reset).actions == [.reset])

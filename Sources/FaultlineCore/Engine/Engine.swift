@@ -6,6 +6,8 @@ public struct Decision: Sendable {
     public var step: Int?
     /// Set when no route took the request: the nearest route and why it missed.
     public var unmatched: UnmatchedInfo?
+    /// Whether the route's chaos failed this request instead of its script.
+    public var chaos: Bool = false
     public var plan: ResponsePlan
 }
 
@@ -75,9 +77,29 @@ public final class Engine {
         nextResourceID = 1
     }
 
+    /// The connection policy in force: the first loaded scenario that sets one.
+    private var connectionPolicy: ConnectionPolicy? {
+        scenarios.lazy.compactMap(\.connections).first
+    }
+
     /// Chooses the response for `request`, moving the matched route's cursor. `requestID` is the journal
-    /// sequence number, for `{{request.id}}`.
-    public func decide(_ request: HTTPRequest, requestID: Int) -> Decision {
+    /// sequence number, for `{{request.id}}`; `connectionRequestIndex` counts earlier requests on the same
+    /// connection, for the connection policy.
+    public func decide(_ request: HTTPRequest, requestID: Int, connectionRequestIndex: Int = 0) -> Decision {
+        var decision = match(request, requestID: requestID)
+        if let policy = connectionPolicy, decision.plan.keepAlive {
+            if let limit = policy.maxRequests, connectionRequestIndex + 1 >= limit {
+                // Deliberately unannounced: no `Connection: close` on this response, just a FIN after it.
+                decision.plan.actions.append(.close)
+                decision.plan.keepAlive = false
+            } else {
+                decision.plan.idleCloseMilliseconds = policy.idleCloseMilliseconds
+            }
+        }
+        return decision
+    }
+
+    private func match(_ request: HTTPRequest, requestID: Int) -> Decision {
         let input = MatchInput(request: request)
         var nearest: (miss: MatchMiss, index: Int)?
         for index in routes.indices {
@@ -103,8 +125,36 @@ public final class Engine {
         let loaded = routes[index]
         let key = CursorKey(route: index, partition: partition(loaded.route.sequenceBy, input, parameters))
         let served = cursors[key, default: 0]
-        cursors[key] = served + 1
         let total = loaded.stepEnds.last ?? 0
+        var context = TemplateContext(
+            pathParameters: parameters, input: input, requestID: requestID, resourceID: { [unowned self] in
+                defer { self.nextResourceID += 1 }
+                return self.nextResourceID
+            })
+        if let chaos = loaded.route.chaos, !chaos.outcomes.isEmpty,
+           randoms[loaded.scenarioIndex].nextUnit() < chaos.rate {
+            // Chaos takes this request; the script does not move.
+            let pick = Int(randoms[loaded.scenarioIndex].next() % UInt64(chaos.outcomes.count))
+            let stepIndex = loaded.stepEnds.firstIndex(where: { min(served, total - 1) < $0 }) ?? 0
+            var step = loaded.route.responses[stepIndex]
+            switch chaos.outcomes[pick] {
+            case .fault(let spec):
+                step.fault = spec
+            case .status(let code):
+                step = ResponseStep(status: code, body: .json(.object([
+                    ("error", .string("chaos")), ("status", .int(code)),
+                    ("message", .string("route \(loaded.route.id) failed this request on purpose")),
+                ])))
+            }
+            let plan = ResponsePlanner.plan(
+                PreparedStep(step), for: input.request, context: &context, random: &randoms[loaded.scenarioIndex])
+            var decision = Decision(
+                scenario: loaded.scenario.name, route: loaded.route.id, step: nil, unmatched: nil, plan: plan)
+            decision.chaos = true
+            if case .status = chaos.outcomes[pick] { decision.plan.fault = chaos.outcomes[pick].description }
+            return decision
+        }
+        cursors[key] = served + 1
         var position = served
         if served >= total {
             switch loaded.route.afterLast {
@@ -117,11 +167,6 @@ public final class Engine {
             }
         }
         let stepIndex = loaded.stepEnds.firstIndex(where: { position < $0 }) ?? loaded.stepEnds.count - 1
-        var context = TemplateContext(
-            pathParameters: parameters, input: input, requestID: requestID, resourceID: { [unowned self] in
-                defer { self.nextResourceID += 1 }
-                return self.nextResourceID
-            })
         let plan = ResponsePlanner.plan(
             loaded.prepared[stepIndex], for: input.request, context: &context,
             random: &randoms[loaded.scenarioIndex])

@@ -88,12 +88,15 @@ enum ResponsePlanner {
         if keepAlive && request.head.version == .http1_0 {
             response.headers.append(name: "Connection", value: "keep-alive")
         }
-        if let fault = step.fault.flatMap(FaultName.init(rawValue:)) {
+        if let fault = step.fault {
             actions += faultActions(fault, response, &random)
-            let sendsStatus = ![.reset, .emptyReply, .halfClose, .garbage, .hang].contains(fault)
+            let noStatusLine: [FaultName] = [.reset, .emptyReply, .garbage, .hang]
+            let sendsStatus = !noStatusLine.contains(fault.name) && !(fault.name == .halfClose && fault.after == .nothing)
+            var status = sendsStatus ? response.status : nil
+            if fault.name == .htmlErrorPage, let code = status, code < 400 { status = 502 }
             return ResponsePlan(
-                actions: actions, status: sendsStatus ? response.status : nil, fault: fault.rawValue,
-                keepAlive: keepAlive && fault.keepsConnection)
+                actions: actions, status: status, fault: fault.name.rawValue,
+                keepAlive: keepAlive && fault.name.keepsConnection)
         }
         let head = response.serializedHead(close: !keepAlive)
         if let drip = step.drip, !isHead {
@@ -140,20 +143,31 @@ enum ResponsePlanner {
     /// A body for faults that need bytes to break when the step scripted none.
     private static let placeholderBody = Array(#"{"id":"faultline","message":"this body is broken on purpose"}"#.utf8)
 
-    private static func faultActions(_ fault: FaultName, _ response: HTTPResponse, _ random: inout SeededRandom) -> [WireAction] {
+    private static func faultActions(
+        _ fault: FaultSpec, _ response: HTTPResponse, _ random: inout SeededRandom
+    ) -> [WireAction] {
         var response = response
-        if response.body.isEmpty && fault.needsBody {
+        if response.body.isEmpty && fault.name.needsBody {
             response.body = placeholderBody
         }
         let body = response.body
-        switch fault {
+        switch fault.name {
         case .reset:
             return [.reset]
         case .emptyReply:
             return [.close]
         case .halfClose:
-            // FIN from our side, then keep reading: whatever the client still sends is journaled.
-            return [.shutdownWrite, .hang]
+            // FIN from our side after the chosen prefix, then keep reading: whatever the client still sends
+            // is journaled.
+            switch fault.after {
+            case .nothing:
+                return [.shutdownWrite, .hang]
+            case .headers:
+                return [.write(response.serializedHead(close: false)), .shutdownWrite, .hang]
+            case .body:
+                let sent = min(fault.bytes ?? body.count / 2, body.count)
+                return [.write(response.serializedHead(close: false) + body.prefix(sent)), .shutdownWrite, .hang]
+            }
         case .hang:
             return [.hang]
         case .closeAfterHeaders:
@@ -161,21 +175,34 @@ enum ResponsePlanner {
         case .stallAfterHeaders:
             return [.write(response.serializedHead(close: false)), .hang]
         case .truncateBody:
-            // Deliberately wrong: Content-Length promises the whole body, we send half of it and close.
-            return [.write(response.serializedHead(close: true) + body.prefix(body.count / 2)), .close]
+            // Deliberately wrong: Content-Length promises the whole body, we send part of it and close.
+            let sent = min(fault.bytes ?? body.count / 2, max(body.count - 1, 0))
+            return [.write(response.serializedHead(close: true) + body.prefix(sent)), .close]
         case .overlongBody:
             // Deliberately wrong: more bytes than Content-Length declares. A client that reuses the
             // connection would read the excess as the start of the next response, so we close.
-            let excess = Array("FAULTLINE-OVERLONG-BODY-EXCESS-BYTES\r\n".utf8)
+            let pattern = Array("FAULTLINE-OVERLONG-BODY-EXCESS-BYTES\r\n".utf8)
+            let excess = (0..<(fault.bytes ?? pattern.count)).map { pattern[$0 % pattern.count] }
             return [.write(response.serializedHead(close: true) + body + excess), .close]
         case .malformedChunk:
-            // Deliberately wrong: a chunked body whose first chunk size is not hexadecimal.
             var headers = response.headers
             headers.append(name: "Transfer-Encoding", value: "chunked")
             let head = HTTPResponse(status: response.status, headers: headers).serializedHead(close: true)
-            return [.write(head + Array("zz\r\n".utf8) + body + Array("\r\n".utf8)), .close]
+            let size = Array(String(body.count, radix: 16).utf8)
+            let crlf = Array("\r\n".utf8)
+            switch fault.chunkBreak {
+            case .badSize:
+                // Deliberately wrong: the chunk size is not hexadecimal.
+                return [.write(head + Array("zz".utf8) + crlf + body + crlf), .close]
+            case .missingCRLF:
+                // Deliberately wrong: the chunk's data runs straight into the next chunk-size line.
+                return [.write(head + size + crlf + body + Array("0\r\n\r\n".utf8)), .close]
+            case .missingTerminator:
+                // Deliberately wrong: a valid chunk, then the connection ends without the zero-size chunk.
+                return [.write(head + size + crlf + body + crlf), .close]
+            }
         case .garbage:
-            let count = 64 + Int(random.next() % 449)
+            let count = fault.bytes ?? 64 + Int(random.next() % 449)
             return [.write((0..<count).map { _ in UInt8(truncatingIfNeeded: random.next()) }), .close]
         case .corruptJSON:
             // A raw control byte is invalid anywhere in JSON (RFC 8259 §7), inside a string or out of one.

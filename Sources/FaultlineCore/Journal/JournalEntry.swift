@@ -55,6 +55,8 @@ public struct JournalEntry: Sendable {
     public var unmatched: UnmatchedInfo?
     public var status: Int?
     public var fault: String?
+    /// Whether the route's chaos failed this request (instead of its script).
+    public var chaos = false
     public var bytesWritten: Int
     public var outcome: ExchangeOutcome
     public var finishedAtMonotonicNanos: UInt64?
@@ -128,6 +130,7 @@ extension JournalEntry {
         var response: [(key: String, value: JSONValue)] = [
             ("status", status.map(JSONValue.int) ?? .null),
             ("fault", fault.map(JSONValue.string) ?? .null),
+            ("chaos", .bool(chaos)),
             ("bytesWritten", .int(bytesWritten)),
             ("outcome", .string(outcome.rawValue)),
         ]

@@ -9,10 +9,12 @@ public struct Scenario: Sendable, Equatable {
     public var sourceFile: String
     /// The folder that `file` bodies are confined to; nil when the scenario came without a folder.
     public var directory: String?
+    /// How the server treats kept-alive connections while this scenario is loaded.
+    public var connections: ConnectionPolicy?
 
     public init(
         name: String, description: String? = nil, seed: UInt64 = 0, routes: [Route],
-        sourceFile: String = "<inline>", directory: String? = nil
+        sourceFile: String = "<inline>", directory: String? = nil, connections: ConnectionPolicy? = nil
     ) {
         self.name = name
         self.description = description
@@ -20,6 +22,23 @@ public struct Scenario: Sendable, Equatable {
         self.routes = routes
         self.sourceFile = sourceFile
         self.directory = directory
+        self.connections = connections
+    }
+}
+
+/// Connection-level faults (DESIGN §3, `idle-close`): what a real server or a proxy in front of it does to
+/// kept-alive connections, which is where clients' connection-reuse bugs hide.
+public struct ConnectionPolicy: Sendable, Equatable {
+    /// Close a kept-alive connection after this many requests, without announcing it with
+    /// `Connection: close` (as servers with a keep-alive request limit do).
+    public var maxRequests: Int?
+    /// Close a kept-alive connection once it has sat idle this long: the stale keep-alive race, where the
+    /// client sends its next request just as the server closes.
+    public var idleCloseMilliseconds: Int?
+
+    public init(maxRequests: Int? = nil, idleCloseMilliseconds: Int? = nil) {
+        self.maxRequests = maxRequests
+        self.idleCloseMilliseconds = idleCloseMilliseconds
     }
 }
 
@@ -31,17 +50,90 @@ public struct Route: Sendable, Equatable {
     public var afterLast: AfterLast
     /// When set, each distinct value of this part of the request has its own cursor into `responses`.
     public var sequenceBy: SequenceKey?
+    /// Seeded random failures on top of the script.
+    public var chaos: ChaosSpec?
 
     public init(
         id: String, match: RouteMatch, responses: [ResponseStep], afterLast: AfterLast = .repeatLast,
-        sequenceBy: SequenceKey? = nil
+        sequenceBy: SequenceKey? = nil, chaos: ChaosSpec? = nil
     ) {
         self.id = id
         self.match = match
         self.responses = responses
         self.afterLast = afterLast
         self.sequenceBy = sequenceBy
+        self.chaos = chaos
     }
+}
+
+/// `"chaos": {"rate": 0.2, "faults": ["reset", "status:503"]}`: that fraction of the route's requests fails
+/// with one of the listed outcomes, chosen from the scenario's seed, so the same seed gives the same failures
+/// in the same order. A request chaos takes does not advance the route's script.
+public struct ChaosSpec: Sendable, Equatable {
+    /// Between 0 and 1.
+    public var rate: Double
+    public var outcomes: [ChaosOutcome]
+
+    public init(rate: Double, outcomes: [ChaosOutcome]) {
+        self.rate = rate
+        self.outcomes = outcomes
+    }
+}
+
+/// One way chaos may fail a request.
+public enum ChaosOutcome: Sendable, Equatable, CustomStringConvertible {
+    /// The scripted step's response, broken by this fault.
+    case fault(FaultSpec)
+    /// A plain error response with this status (`"status:503"`).
+    case status(Int)
+
+    public var description: String {
+        switch self {
+        case .fault(let spec): return spec.name.rawValue
+        case .status(let code): return "status:\(code)"
+        }
+    }
+}
+
+/// A named fault and its parameters (DESIGN §3). Written `"fault": "reset"` or, with parameters,
+/// `"fault": {"type": "half-close", "after": "headers"}`.
+public struct FaultSpec: Sendable, Equatable {
+    public var name: FaultName
+    /// A byte count whose meaning depends on the fault: `truncate-body` body bytes sent before closing
+    /// (default half the body); `overlong-body` extra bytes after the body (default 38); `garbage` bytes sent
+    /// (default 64–512, seeded); `half-close` with `after: body` the body bytes sent before FIN (default half).
+    public var bytes: Int?
+    /// `half-close` only: what precedes the FIN.
+    public var after: HalfCloseAfter
+    /// `malformed-chunk` only: how the chunked framing is broken.
+    public var chunkBreak: ChunkBreak
+
+    public init(_ name: FaultName, bytes: Int? = nil, after: HalfCloseAfter = .nothing, chunkBreak: ChunkBreak = .badSize) {
+        self.name = name
+        self.bytes = bytes
+        self.after = after
+        self.chunkBreak = chunkBreak
+    }
+}
+
+/// What a `half-close` sends before shutting down its writing side.
+public enum HalfCloseAfter: String, Sendable, Equatable, CaseIterable {
+    /// FIN straight after reading the request.
+    case nothing
+    /// The complete header section, then FIN.
+    case headers
+    /// The headers and `bytes` bytes of the body, then FIN.
+    case body
+}
+
+/// How `malformed-chunk` breaks chunked framing (RFC 9112 §7.1).
+public enum ChunkBreak: String, Sendable, Equatable, CaseIterable {
+    /// The first chunk size is not hexadecimal.
+    case badSize = "bad-size"
+    /// A chunk's data is not followed by CRLF.
+    case missingCRLF = "missing-crlf"
+    /// The body ends (connection closed) without the terminating zero-size chunk.
+    case missingTerminator = "missing-terminator"
 }
 
 /// What a route does once every step of its script has been played.
@@ -138,7 +230,7 @@ public struct ResponseStep: Sendable, Equatable {
     public var body: StepBody
     public var delay: DelaySpec?
     public var drip: DripSpec?
-    public var fault: String?
+    public var fault: FaultSpec?
     /// How many consecutive requests this step answers before the script moves on. At least 1.
     public var times: Int
     /// Close the connection after this response, sending `Connection: close`.
@@ -146,7 +238,7 @@ public struct ResponseStep: Sendable, Equatable {
 
     public init(
         status: Int = 200, headers: [(name: String, value: String)] = [], body: StepBody = .empty,
-        delay: DelaySpec? = nil, drip: DripSpec? = nil, fault: String? = nil, times: Int = 1,
+        delay: DelaySpec? = nil, drip: DripSpec? = nil, fault: FaultSpec? = nil, times: Int = 1,
         closeConnection: Bool = false
     ) {
         self.status = status

@@ -67,14 +67,8 @@ extension ScenarioLoader.Reader {
             step.drip = drip(value, at: fields.path("chunked"))
         }
 
-        if let value = fields["fault"], let name = string(value, at: fields.path("fault")) {
-            if FaultName(rawValue: name) != nil {
-                step.fault = name
-            } else {
-                let names = FaultName.allCases.map(\.rawValue)
-                report(fields.path("fault"), "unknown fault \(ScenarioLoader.quoted(name))"
-                    + ScenarioLoader.hint(for: name, among: names, listName: "valid faults are"))
-            }
+        if let value = fields["fault"] {
+            step.fault = faultSpec(value, at: fields.path("fault"))
         }
 
         if let value = fields["times"] {
@@ -86,6 +80,62 @@ extension ScenarioLoader.Reader {
         }
 
         return errors.count == errorCount ? step : nil
+    }
+
+    /// `"NAME"` or `{"type": "NAME", …parameters}` (see `FaultSpec`).
+    mutating func faultSpec(_ value: JSONValue, at path: String) -> FaultSpec? {
+        func named(_ name: String, at namePath: String) -> FaultName? {
+            if let fault = FaultName(rawValue: name) { return fault }
+            let names = FaultName.allCases.map(\.rawValue)
+            report(namePath, "unknown fault \(ScenarioLoader.quoted(name))"
+                + ScenarioLoader.hint(for: name, among: names, listName: "valid faults are"))
+            return nil
+        }
+        if case .string(let name) = value {
+            return named(name, at: path).map { FaultSpec($0) }
+        }
+        guard case .object = value else {
+            report(path, "expected a fault name or an object with \"type\", found \(ScenarioLoader.describe(value))")
+            return nil
+        }
+        let errorCount = errors.count
+        guard let fields = fields(value, at: path, known: ["type", "bytes", "after", "variant"]) else { return nil }
+        guard let typeValue = required(fields, "type"), let typeName = string(typeValue, at: fields.path("type")),
+              let name = named(typeName, at: fields.path("type"))
+        else { return nil }
+        var spec = FaultSpec(name)
+        let allowed: [String]
+        switch name {
+        case .halfClose: allowed = ["after", "bytes"]
+        case .truncateBody, .overlongBody, .garbage: allowed = ["bytes"]
+        case .malformedChunk: allowed = ["variant"]
+        default: allowed = []
+        }
+        for key in ["bytes", "after", "variant"] where fields[key] != nil && !allowed.contains(key) {
+            report(fields.path(key), "\(typeName) takes no \(ScenarioLoader.quoted(key))"
+                + (allowed.isEmpty ? "" : "; it takes \(ScenarioLoader.quotedList(allowed))"))
+        }
+        if let value = fields["bytes"], allowed.contains("bytes") {
+            spec.bytes = integer(value, at: fields.path("bytes"), in: 0...ScenarioLoader.maxFileBodyBytes)
+        }
+        if let value = fields["after"], allowed.contains("after"), let text = string(value, at: fields.path("after")) {
+            if let after = HalfCloseAfter(rawValue: text) {
+                spec.after = after
+            } else {
+                report(fields.path("after"), "unknown value \(ScenarioLoader.quoted(text))"
+                    + ScenarioLoader.hint(for: text, among: HalfCloseAfter.allCases.map(\.rawValue), listName: "expected"))
+            }
+        }
+        if let value = fields["variant"], allowed.contains("variant"),
+           let text = string(value, at: fields.path("variant")) {
+            if let variant = ChunkBreak(rawValue: text) {
+                spec.chunkBreak = variant
+            } else {
+                report(fields.path("variant"), "unknown variant \(ScenarioLoader.quoted(text))"
+                    + ScenarioLoader.hint(for: text, among: ChunkBreak.allCases.map(\.rawValue), listName: "expected"))
+            }
+        }
+        return errors.count == errorCount ? spec : nil
     }
 
     private mutating func body(_ kind: String, _ value: JSONValue, at path: String) -> StepBody? {

@@ -4,7 +4,7 @@ extension ScenarioLoader.Reader {
     /// The scenario in `document`, or nil when anything in it was reported.
     mutating func scenario(from document: JSONValue) -> Scenario? {
         guard let fields = fields(
-            document, at: "", known: ["name", "description", "seed", "routes"],
+            document, at: "", known: ["name", "description", "seed", "routes", "connections"],
             unsupported: ["auth", "rateLimits", "expect"], ignored: ["$schema"]
         ) else { return nil }
 
@@ -25,9 +25,12 @@ extension ScenarioLoader.Reader {
             }
         }
 
+        let connections = fields["connections"].flatMap { connectionPolicy($0, at: fields.path("connections")) }
+
         guard errors.isEmpty, let name else { return nil }
         return Scenario(
-            name: name, description: description, seed: seed, routes: routes, sourceFile: file, directory: directory)
+            name: name, description: description, seed: seed, routes: routes, sourceFile: file, directory: directory,
+            connections: connections)
     }
 
     /// Route `index`; `indexByID` holds the index of the first route with each id, to name both in a duplicate.
@@ -35,8 +38,8 @@ extension ScenarioLoader.Reader {
         let path = "routes[\(index)]"
         let errorCount = errors.count
         guard let fields = fields(
-            value, at: path, known: ["id", "match", "responses", "afterLast", "sequenceBy"],
-            unsupported: ["idempotency", "chaos"]
+            value, at: path, known: ["id", "match", "responses", "afterLast", "sequenceBy", "chaos"],
+            unsupported: ["idempotency"]
         ) else { return nil }
 
         var id: String?
@@ -84,8 +87,58 @@ extension ScenarioLoader.Reader {
             sequenceBy = sequenceKey(text, at: fields.path("sequenceBy"), pathParameters: pathParameters)
         }
 
+        let chaos = fields["chaos"].flatMap { chaosSpec($0, at: fields.path("chaos")) }
+
         guard errors.count == errorCount, let id, let match else { return nil }
-        return Route(id: id, match: match, responses: responses, afterLast: afterLast, sequenceBy: sequenceBy)
+        return Route(
+            id: id, match: match, responses: responses, afterLast: afterLast, sequenceBy: sequenceBy, chaos: chaos)
+    }
+
+    /// `{"maxRequests": n ≥ 1, "idleCloseMs": ms ≥ 1}`, at least one of them.
+    private mutating func connectionPolicy(_ value: JSONValue, at path: String) -> ConnectionPolicy? {
+        guard let fields = fields(value, at: path, known: ["maxRequests", "idleCloseMs"]) else { return nil }
+        var policy = ConnectionPolicy()
+        policy.maxRequests = fields["maxRequests"].flatMap { integer($0, at: fields.path("maxRequests"), in: 1...Int.max) }
+        policy.idleCloseMilliseconds = fields["idleCloseMs"].flatMap {
+            integer($0, at: fields.path("idleCloseMs"), in: 1...ScenarioLoader.maxDelayMilliseconds)
+        }
+        if fields["maxRequests"] == nil && fields["idleCloseMs"] == nil {
+            report(path, "give \"maxRequests\", \"idleCloseMs\" or both")
+        }
+        return policy
+    }
+
+    /// `{"rate": 0…1, "faults": ["reset", "status:503", {"type": …}]}`.
+    private mutating func chaosSpec(_ value: JSONValue, at path: String) -> ChaosSpec? {
+        let errorCount = errors.count
+        guard let fields = fields(value, at: path, known: ["rate", "faults"]) else { return nil }
+        var rate: Double?
+        if let value = required(fields, "rate"), let number = number(value, at: fields.path("rate")) {
+            if (0...1).contains(number) {
+                rate = number
+            } else {
+                report(fields.path("rate"), "must be between 0 and 1, found \(ScenarioLoader.numberText(number))")
+            }
+        }
+        var outcomes: [ChaosOutcome] = []
+        if let value = required(fields, "faults"), let elements = array(value, at: fields.path("faults")) {
+            if elements.isEmpty { report(fields.path("faults"), "needs at least one fault") }
+            for (index, element) in elements.enumerated() {
+                let elementPath = "\(fields.path("faults"))[\(index)]"
+                if case .string(let text) = element, text.hasPrefix("status:") {
+                    let code = Int(text.dropFirst("status:".count))
+                    if let code, (100...599).contains(code) {
+                        outcomes.append(.status(code))
+                    } else {
+                        report(elementPath, "\(ScenarioLoader.quoted(text)) is not \"status:\" followed by an HTTP status (100–599)")
+                    }
+                } else if let spec = faultSpec(element, at: elementPath) {
+                    outcomes.append(.fault(spec))
+                }
+            }
+        }
+        guard errors.count == errorCount, let rate else { return nil }
+        return ChaosSpec(rate: rate, outcomes: outcomes)
     }
 
     /// `header:NAME`, `query:NAME` or `path:PARAM`. `pathParameters` are the route's path parameters, or nil

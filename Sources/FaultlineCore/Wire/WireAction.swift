@@ -23,6 +23,8 @@ public struct ResponsePlan: Sendable, Equatable {
     public var fault: String?
     /// Whether the connection stays open for another request once the actions are done.
     public var keepAlive: Bool
+    /// Close the kept-alive connection if no request starts within this many milliseconds of the response.
+    public var idleCloseMilliseconds: Int?
 
     public init(actions: [WireAction], status: Int?, fault: String? = nil, keepAlive: Bool) {
         self.actions = actions
