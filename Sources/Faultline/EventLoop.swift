@@ -19,8 +19,10 @@ final class EventLoop: @unchecked Sendable {
     init() throws(ServerError) {
         guard let config = event_config_new() else { throw .libevent("event_config_new") }
         defer { event_config_free(config) }
-        // Precise timers: delays are the product, so a coarse clock is not good enough.
+        // Precise timers, measured from the real time of `event_add` rather than the loop's cached time:
+        // delays are the product, and with a cached clock a timer added late in a busy loop turn fires early.
         event_config_set_flag(config, Int32(EVENT_BASE_FLAG_PRECISE_TIMER.rawValue))
+        event_config_set_flag(config, Int32(EVENT_BASE_FLAG_NO_CACHE_TIME.rawValue))
         guard let base = event_base_new_with_config(config) else { throw .libevent("event_base_new_with_config") }
         self.base = base
         wakeFD = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
