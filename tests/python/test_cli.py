@@ -30,7 +30,9 @@ def test_validate_a_broken_file_names_file_and_json_path(run_cli, write_scenario
 def test_validate_the_bundled_scenarios(run_cli):
     result = run_cli("validate", SCENARIOS_DIR)
     assert result.returncode == 0, result.stderr
-    assert re.fullmatch(r"ok: 3 scenario\(s\), \d+ route\(s\)\n", result.stdout), result.stdout
+    files = [f for f in Path(SCENARIOS_DIR).glob("*.json") if not f.name.endswith(".schema.json")]
+    assert len(files) >= 3
+    assert re.fullmatch(rf"ok: {len(files)} scenario\(s\), \d+ route\(s\)\n", result.stdout), result.stdout
 
 
 def test_version_matches_the_running_server(run_cli, faultline):

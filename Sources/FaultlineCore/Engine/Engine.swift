@@ -9,6 +9,8 @@ public struct Decision: Sendable {
     /// Whether the route's chaos failed this request instead of its script.
     public var chaos: Bool = false
     public var plan: ResponsePlan
+    /// Index of the matched route's scenario in the engine's `scenarios`.
+    var scenarioIndex: Int?
 }
 
 /// What the 404 for an unmatched request says about the nearest route.
@@ -77,17 +79,15 @@ public final class Engine {
         nextResourceID = 1
     }
 
-    /// The connection policy in force: the first loaded scenario that sets one.
-    private var connectionPolicy: ConnectionPolicy? {
-        scenarios.lazy.compactMap(\.connections).first
-    }
 
     /// Chooses the response for `request`, moving the matched route's cursor. `requestID` is the journal
     /// sequence number, for `{{request.id}}`; `connectionRequestIndex` counts earlier requests on the same
     /// connection, for the connection policy.
     public func decide(_ request: HTTPRequest, requestID: Int, connectionRequestIndex: Int = 0) -> Decision {
         var decision = match(request, requestID: requestID)
-        if let policy = connectionPolicy, decision.plan.keepAlive {
+        // A scenario's connection policy applies to the responses of its own routes only.
+        let policy = decision.scenarioIndex.flatMap { scenarios[$0].connections }
+        if let policy, decision.plan.keepAlive {
             if let limit = policy.maxRequests, connectionRequestIndex + 1 >= limit {
                 // Deliberately unannounced: no `Connection: close` on this response, just a FIN after it.
                 decision.plan.actions.append(.close)
@@ -151,6 +151,7 @@ public final class Engine {
             var decision = Decision(
                 scenario: loaded.scenario.name, route: loaded.route.id, step: nil, unmatched: nil, plan: plan)
             decision.chaos = true
+            decision.scenarioIndex = loaded.scenarioIndex
             if case .status = chaos.outcomes[pick] { decision.plan.fault = chaos.outcomes[pick].description }
             return decision
         }
@@ -161,17 +162,21 @@ public final class Engine {
             case .repeatLast: position = total - 1
             case .cycle: position = served % total
             case .fail:
-                return Decision(
+                var decision = Decision(
                     scenario: loaded.scenario.name, route: loaded.route.id, step: nil, unmatched: nil,
                     plan: ResponsePlanner.scriptExhausted(input.request, routeID: loaded.route.id, played: total))
+                decision.scenarioIndex = loaded.scenarioIndex
+                return decision
             }
         }
         let stepIndex = loaded.stepEnds.firstIndex(where: { position < $0 }) ?? loaded.stepEnds.count - 1
         let plan = ResponsePlanner.plan(
             loaded.prepared[stepIndex], for: input.request, context: &context,
             random: &randoms[loaded.scenarioIndex])
-        return Decision(
+        var decision = Decision(
             scenario: loaded.scenario.name, route: loaded.route.id, step: stepIndex, unmatched: nil, plan: plan)
+        decision.scenarioIndex = loaded.scenarioIndex
+        return decision
     }
 
     private func partition(_ key: SequenceKey?, _ input: MatchInput, _ parameters: [String: String]) -> String {
