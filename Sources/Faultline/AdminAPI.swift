@@ -42,6 +42,8 @@ final class AdminAPI {
         ("GET", "/__faultline/scenarios", "the loaded scenarios and their routes"),
         ("POST", "/__faultline/scenarios", "load scenarios (a scenario object, an array of them, or {\"paths\": [...]}); ?mode=add keeps the others"),
         ("POST", "/__faultline/scenarios/reset", "rewind every script; ?journal=true also clears the journal"),
+        ("GET", "/__faultline/state", "tokens, refresh counts, rate-limit buckets, Retry-After judgements, idempotency records, side effects"),
+        ("POST", "/__faultline/auth/expire", "expire the current access token now"),
         ("POST", "/__faultline/shutdown", "stop the server after answering"),
     ]
 
@@ -58,7 +60,8 @@ final class AdminAPI {
         case "requests": methods = ["GET", "DELETE"]
         case "requests/count", "requests/wait": methods = ["GET"]
         case "scenarios": methods = ["GET", "POST"]
-        case "scenarios/reset", "shutdown": methods = ["POST"]
+        case "scenarios/reset", "shutdown", "auth/expire": methods = ["POST"]
+        case "state": methods = ["GET"]
         default:
             respond(404, .object([
                 ("error", .string("no admin endpoint \(request.path)")),
@@ -130,6 +133,14 @@ final class AdminAPI {
                 core.journal.clear()
             }
             respond(200, .object([("reset", .bool(true)), ("journalCleared", .int(cleared))]))
+        case ("GET", "state"), ("HEAD", "state"):
+            respond(200, core.engine.stateJSON(now: core.now()))
+        case ("POST", "auth/expire"):
+            if core.engine.expireToken() {
+                respond(200, .object([("expired", .bool(true))]))
+            } else {
+                respond(409, .object([("error", .string("no loaded scenario declares auth"))]))
+            }
         case ("POST", "shutdown"):
             respond(202, .object([("stopping", .bool(true))]), after: { [core] in core.stop() })
         default:

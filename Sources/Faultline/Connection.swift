@@ -15,6 +15,15 @@ final class Exchange {
     var bytesWritten = 0
     /// Run once the response has been handed to the kernel (e.g. stop the server after `POST /shutdown`).
     var afterCompletion: (() -> Void)?
+    /// What the engine wants to hear when this exchange ends, whatever its outcome.
+    var engineCompletion: ExchangeCompletion?
+    private(set) var ended = false
+
+    /// Marks the exchange ended, once; true the first time.
+    func end() -> Bool {
+        defer { ended = true }
+        return !ended
+    }
 
     init(sequence: Int?, plan: ResponsePlan?) {
         self.sequence = sequence
@@ -50,6 +59,8 @@ final class Connection {
 
     let id: Int
     let clientAddress: String
+    /// The client's address without its port: what a per-client rate limit counts.
+    let clientHost: String
     private unowned let server: ServerCore
     private var bufferEvent: OpaquePointer?
     private var parser: HTTPRequestParser
@@ -65,8 +76,8 @@ final class Connection {
     /// Close once everything queued has been written (after the client's EOF, or after a final response).
     private var closeWhenDrained = false
     private var readingPaused = false
-    /// Journal entries whose bytes are all queued; they complete when the output buffer drains.
-    private var awaitingDrain: [(sequence: Int, bytes: Int)] = []
+    /// Exchanges whose bytes are all queued; they complete when the output buffer drains.
+    private var awaitingDrain: [Exchange] = []
     private var headArrival: (wall: Double, monotonic: UInt64)?
 
     /// Stop reading when this many responses are queued or this much output is unsent (a client pipelining
@@ -77,6 +88,7 @@ final class Connection {
     init(id: Int, fd: Int32, clientAddress: String, server: ServerCore) {
         self.id = id
         self.clientAddress = clientAddress
+        clientHost = clientAddress.lastIndex(of: ":").map { String(clientAddress[..<$0]) } ?? clientAddress
         self.server = server
         parser = HTTPRequestParser(limits: server.configuration.parserLimits)
         var one: Int32 = 1
@@ -210,7 +222,8 @@ final class Connection {
             indexOnConnection: index, clientAddress: clientAddress, head: request.head,
             body: request.body, bodySize: request.body.count)
         let decision = server.engine.decide(
-            request, requestID: server.journal.nextSequence, connectionRequestIndex: index)
+            request, requestID: server.journal.nextSequence, connectionRequestIndex: index, client: clientHost,
+            now: server.now())
         entry.scenario = decision.scenario
         entry.route = decision.route
         entry.step = decision.step
@@ -218,8 +231,11 @@ final class Connection {
         entry.status = decision.plan.status
         entry.fault = decision.plan.fault
         entry.chaos = decision.chaos
+        entry.notes = decision.notes
         let sequence = server.record(entry)
-        exchanges.append(Exchange(sequence: sequence, plan: decision.plan))
+        let exchange = Exchange(sequence: sequence, plan: decision.plan)
+        exchange.engineCompletion = decision.completion
+        exchanges.append(exchange)
         startNextIfIdle()
     }
 
@@ -328,7 +344,7 @@ final class Connection {
     /// Every action of the head exchange has run: it completes when its bytes have drained.
     private func finishExchange() {
         let exchange = exchanges.removeFirst()
-        if let sequence = exchange.sequence { awaitingDrain.append((sequence, exchange.bytesWritten)) }
+        awaitingDrain.append(exchange)
         exchange.afterCompletion.map { after in
             // Run once the bytes are out, e.g. stop the server after answering `POST /shutdown`.
             drainActions.append(after)
@@ -382,15 +398,9 @@ final class Connection {
     }
 
     private func completeAwaitingDrain(_ outcome: ExchangeOutcome) {
-        let now = Clock.monotonicNanos()
-        for (sequence, bytes) in awaitingDrain {
-            server.updateEntry(sequence) {
-                $0.outcome = outcome
-                $0.bytesWritten = bytes
-                $0.finishedAtMonotonicNanos = now
-            }
-        }
+        let drained = awaitingDrain
         awaitingDrain.removeAll(keepingCapacity: true)
+        for exchange in drained { complete(exchange, outcome) }
     }
 
     /// How long to wait for the client's RST after answering a client that had already sent FIN.
@@ -480,6 +490,8 @@ final class Connection {
     }
 
     private func complete(_ exchange: Exchange, _ outcome: ExchangeOutcome) {
+        guard exchange.end() else { return }
+        if let completion = exchange.engineCompletion { server.engine.finish(completion, now: server.now()) }
         guard let sequence = exchange.sequence else { return }
         let now = Clock.monotonicNanos()
         let bytes = exchange.bytesWritten
@@ -487,6 +499,8 @@ final class Connection {
             $0.outcome = outcome
             $0.bytesWritten = bytes
             $0.finishedAtMonotonicNanos = now
+            // The journal's status is the status line sent: none when not a byte went out.
+            if bytes == 0 { $0.status = nil }
         }
     }
 

@@ -31,7 +31,9 @@ final class ServerCore: @unchecked Sendable {
     init(loop: EventLoop, configuration: FaultlineServer.Configuration) {
         self.loop = loop
         self.configuration = configuration
-        engine = Engine(scenarios: configuration.scenarios)
+        engine = Engine(
+            scenarios: configuration.scenarios,
+            now: EngineInstant(monotonicMilliseconds: Clock.monotonicNanos() / 1_000_000, wallSeconds: Clock.wallSeconds()))
         journal = Journal(capacity: configuration.journalCapacity, maxBodyBytes: configuration.journalBodyBytes)
     }
 
@@ -160,12 +162,17 @@ final class ServerCore: @unchecked Sendable {
     /// one test's script can reach the next.
     func load(_ scenarios: [Scenario]) {
         cancelPendingResponses()
-        engine.load(scenarios)
+        engine.load(scenarios, now: now())
     }
 
     func resetScenarios() {
         cancelPendingResponses()
-        engine.reset()
+        engine.reset(now: now())
+    }
+
+    /// The engine's clock: monotonic for durations and expiry, wall time for HTTP-dates.
+    func now() -> EngineInstant {
+        EngineInstant(monotonicMilliseconds: Clock.monotonicNanos() / 1_000_000, wallSeconds: Clock.wallSeconds())
     }
 
     private func cancelPendingResponses() {

@@ -228,18 +228,22 @@ struct ScenarioLoaderTests {
         #expect(loadError(#"{"name": "n", "routes": [], "$schema": 1}"#)?.jsonPath == "$schema")
     }
 
-    @Test("keys of later versions are rejected clearly", arguments: ["auth", "rateLimits", "expect"])
+    @Test("keys of later versions are rejected clearly", arguments: ["expect"])
     func unsupportedTopLevel(key: String) {
         let error = loadError(#"{"name": "n", "routes": [], "\#(key)": {}}"#)
         #expect(error?.jsonPath == "")
         #expect(error?.message == "\"\(key)\" is not supported yet by this version of Faultline")
     }
 
-    @Test("effects on a step are rejected as not supported yet")
-    func unsupportedEffects() {
-        let error = loadError(withStep(#"{"effects": ["rotate-token"]}"#))
-        #expect(error?.jsonPath == "routes[0].responses[0]")
-        #expect(error?.message == "\"effects\" is not supported yet by this version of Faultline")
+    @Test("effects on a step are read, and unknown ones named")
+    func stepEffects() throws {
+        let json = withStep(#"{"effects": ["rotate-token", "expire-token", "reset-buckets", "reset-bucket:search"]}"#)
+        let scenario = try ScenarioLoader.load(bytes: Array(json.utf8), file: "f", directory: nil)
+        #expect(scenario.routes[0].responses[0].effects
+            == [.rotateToken, .expireToken, .resetBuckets(nil), .resetBuckets("search")])
+        let error = loadError(withStep(#"{"effects": ["rotate-tokens"]}"#))
+        #expect(error.map { [$0.jsonPath, $0.message] }
+            == ["routes[0].responses[0].effects[0]", #"unknown effect "rotate-tokens"; did you mean "rotate-token"?"#])
     }
 
     @Test("unknown keys get a did-you-mean from edit distance")
@@ -262,7 +266,7 @@ struct ScenarioLoaderTests {
 
         let far = loadError(withStep(#"{"zzz": 1}"#))
         #expect(far?.message.hasPrefix(#"unknown key "zzz"; expected one of "status", "headers", "#) == true)
-        #expect(far?.message.hasSuffix(#""times" or "close""#) == true)
+        #expect(far?.message.hasSuffix(#""close" or "effects""#) == true)
     }
 
     @Test("a type error says what was expected and what was found")
@@ -285,7 +289,7 @@ struct ScenarioLoaderTests {
               {"id": "a", "match": {"method": 1}, "responses": [{"status": 1000}, {"times": 0}]},
               {"id": "a", "match": {"path": "x"}, "responses": []},
               {"match": {}, "responses": [{"fault": "rest"}]}
-            ], "auth": {}}
+            ], "expect": {}}
             """#
         let errors = loadErrors(json)
         #expect(errors.map(\.jsonPath) == [
@@ -318,13 +322,6 @@ struct ScenarioLoaderTests {
             == #"missing required key "responses""#)
         #expect(loadError(#"{"name": "s", "routes": [{"id": "r", "match": {}, "responses": []}]}"#)
             .map { [$0.jsonPath, $0.message] } == ["routes[0].responses", "needs at least one response step"])
-    }
-
-    @Test("route-level keys from the design that this version lacks are rejected", arguments: ["idempotency"])
-    func unsupportedRouteKeys(key: String) {
-        let error = loadError(withMatch("{}", extra: #", "\#(key)": {}"#))
-        #expect(error.map { [$0.jsonPath, $0.message] }
-            == ["routes[0]", "\"\(key)\" is not supported yet by this version of Faultline"])
     }
 
     @Test("afterLast must be one of the three policies")

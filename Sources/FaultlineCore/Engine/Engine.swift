@@ -11,6 +11,10 @@ public struct Decision: Sendable {
     public var plan: ResponsePlan
     /// Index of the matched route's scenario in the engine's `scenarios`.
     var scenarioIndex: Int?
+    /// What the policy layer did (auth, rate limits, idempotency, Retry-After judgements), for the journal.
+    public var notes: [String] = []
+    /// Tell the engine when the exchange ends (`Engine.finish`).
+    public var completion: ExchangeCompletion?
 }
 
 /// What the 404 for an unmatched request says about the nearest route.
@@ -42,18 +46,21 @@ public final class Engine {
     private var cursors: [CursorKey: Int] = [:]
     private var randoms: [SeededRandom] = []
     private var nextResourceID = 1
+    var policy = PolicyState(scenarios: [], now: EngineInstant())
+    private var loadedAt = EngineInstant()
 
     private struct CursorKey: Hashable {
         var route: Int
         var partition: String
     }
 
-    public init(scenarios: [Scenario] = []) {
-        load(scenarios)
+    public init(scenarios: [Scenario] = [], now: EngineInstant = EngineInstant()) {
+        load(scenarios, now: now)
     }
 
     /// Replaces every loaded scenario and starts all scripts from the beginning.
-    public func load(_ scenarios: [Scenario]) {
+    public func load(_ scenarios: [Scenario], now: EngineInstant = EngineInstant()) {
+        loadedAt = now
         self.scenarios = scenarios
         routes = []
         for (index, scenario) in scenarios.enumerated() {
@@ -73,18 +80,33 @@ public final class Engine {
     }
 
     /// Rewinds every script and reseeds every random source; the loaded scenarios stay.
-    public func reset() {
+    /// Policy state (tokens, buckets, idempotency records, counters) starts again too.
+    public func reset(now: EngineInstant? = nil) {
         cursors = [:]
         randoms = scenarios.map { SeededRandom(seed: $0.seed) }
         nextResourceID = 1
+        policy = PolicyState(scenarios: scenarios, now: now ?? loadedAt)
     }
 
 
     /// Chooses the response for `request`, moving the matched route's cursor. `requestID` is the journal
     /// sequence number, for `{{request.id}}`; `connectionRequestIndex` counts earlier requests on the same
     /// connection, for the connection policy.
-    public func decide(_ request: HTTPRequest, requestID: Int, connectionRequestIndex: Int = 0) -> Decision {
-        var decision = match(request, requestID: requestID)
+    public func decide(
+        _ request: HTTPRequest, requestID: Int, connectionRequestIndex: Int = 0, client: String = "",
+        now: EngineInstant = EngineInstant()
+    ) -> Decision {
+        let input = MatchInput(request: request)
+        var extraHeaders: [(name: String, value: String)] = []
+        var notes: [String] = []
+        var decision: Decision
+        if let answered = policyDecision(
+            input, requestID: requestID, client: client, now: now, extraHeaders: &extraHeaders, notes: &notes) {
+            decision = answered
+        } else {
+            decision = match(input, requestID: requestID, now: now, extraHeaders: extraHeaders, notes: &notes)
+        }
+        decision.notes = notes
         // A scenario's connection policy applies to the responses of its own routes only.
         let policy = decision.scenarioIndex.flatMap { scenarios[$0].connections }
         if let policy, decision.plan.keepAlive {
@@ -99,13 +121,16 @@ public final class Engine {
         return decision
     }
 
-    private func match(_ request: HTTPRequest, requestID: Int) -> Decision {
-        let input = MatchInput(request: request)
+    private func match(
+        _ input: MatchInput, requestID: Int, now: EngineInstant, extraHeaders: [(name: String, value: String)],
+        notes: inout [String]
+    ) -> Decision {
+        let request = input.request
         var nearest: (miss: MatchMiss, index: Int)?
         for index in routes.indices {
             switch RouteMatcher.match(routes[index].route.match, input) {
             case .matched(let parameters):
-                return play(index, input, parameters, requestID: requestID)
+                return play(index, input, parameters, requestID: requestID, now: now, extraHeaders: extraHeaders, notes: &notes)
             case .missed(let miss):
                 if nearest == nil || miss.score > nearest!.miss.score { nearest = (miss, index) }
             }
@@ -120,10 +145,24 @@ public final class Engine {
     }
 
     private func play(
-        _ index: Int, _ input: MatchInput, _ parameters: [String: String], requestID: Int
+        _ index: Int, _ input: MatchInput, _ parameters: [String: String], requestID: Int, now: EngineInstant,
+        extraHeaders: [(name: String, value: String)], notes: inout [String]
     ) -> Decision {
         let loaded = routes[index]
-        let key = CursorKey(route: index, partition: partition(loaded.route.sequenceBy, input, parameters))
+        let partitionValue = partition(loaded.route.sequenceBy, input, parameters)
+        let key = CursorKey(route: index, partition: partitionValue)
+        // Scripted Retry-After (a 503 step, say) is judged per route and script partition.
+        let retryKey = "route \(loaded.route.id) [\(partitionValue)]"
+        if let seen = policy.retryAfter.arrived(key: retryKey, sequence: requestID, nowMilliseconds: now.monotonicMilliseconds) {
+            notes.append(Self.describe(seen))
+        }
+        var idempotencyKey: String?
+        if let answer = idempotencyGate(loaded.route, input, key: &idempotencyKey, now: now, notes: &notes) {
+            var decision = Decision(
+                scenario: loaded.scenario.name, route: loaded.route.id, step: nil, unmatched: nil, plan: answer)
+            decision.scenarioIndex = loaded.scenarioIndex
+            return decision
+        }
         let served = cursors[key, default: 0]
         let total = loaded.stepEnds.last ?? 0
         var context = TemplateContext(
@@ -170,12 +209,38 @@ public final class Engine {
             }
         }
         let stepIndex = loaded.stepEnds.firstIndex(where: { position < $0 }) ?? loaded.stepEnds.count - 1
-        let plan = ResponsePlanner.plan(
+        let step = loaded.route.responses[stepIndex]
+        let sideEffecting = loaded.route.idempotency != nil
+        var plan = ResponsePlanner.plan(
             loaded.prepared[stepIndex], for: input.request, context: &context,
-            random: &randoms[loaded.scenarioIndex])
+            random: &randoms[loaded.scenarioIndex], extraHeaders: extraHeaders, keepResponse: idempotencyKey != nil)
+        apply(step.effects, now: now)
         var decision = Decision(
             scenario: loaded.scenario.name, route: loaded.route.id, step: stepIndex, unmatched: nil, plan: plan)
         decision.scenarioIndex = loaded.scenarioIndex
+        if let retryAfter = step.headers.first(where: { $0.name.caseInsensitiveEquals("retry-after") })?.value,
+           let wait = RetryAfterTracker.waitMilliseconds(retryAfter: retryAfter, wallSeconds: now.wallSeconds) {
+            policy.retryAfter.advertised(
+                key: retryKey, sequence: requestID, status: step.status, retryAfter: retryAfter, waitMilliseconds: wait,
+                nowMilliseconds: now.monotonicMilliseconds)
+        }
+        let commits = step.fault.map { [.commitThenReset, .commitThenHang].contains($0.name) } ?? false
+        if sideEffecting && (step.status < 400 || commits) {
+            policy.idempotency[loaded.route.id]?.recordSideEffect(scope: loaded.route.id, key: idempotencyKey)
+            notes.append("side effect: \(loaded.route.id) created a resource")
+        }
+        if let idempotencyKey, let response = plan.response {
+            let stored = StoredResponse(status: response.status, headers: response.headers.fields, body: response.body)
+            if commits {
+                // The "unknown outcome": committed and stored now, before the connection breaks.
+                policy.idempotency[loaded.route.id]?.complete(
+                    scope: loaded.route.id, key: idempotencyKey, response: stored, nowMilliseconds: now.monotonicMilliseconds)
+            } else {
+                decision.completion = ExchangeCompletion(idempotency: (loaded.route.id, idempotencyKey, stored))
+            }
+            plan.response = nil
+            decision.plan = plan
+        }
         return decision
     }
 

@@ -55,9 +55,11 @@ struct PreparedStep {
 /// Builds the wire actions for a step (DESIGN §3): a normal response, a slow one, or a named fault.
 /// Every fault is a small function from the step's response to a list of `WireAction`s.
 enum ResponsePlanner {
+    /// `extraHeaders` (RateLimit fields) are added to the response; `keepResponse` puts the well-formed
+    /// response in the plan, for idempotent replay.
     static func plan(
         _ prepared: PreparedStep, for request: HTTPRequest, context: inout TemplateContext,
-        random: inout SeededRandom
+        random: inout SeededRandom, extraHeaders: [(name: String, value: String)] = [], keepResponse: Bool = false
     ) -> ResponsePlan {
         let step = prepared.step
         var actions: [WireAction] = []
@@ -68,7 +70,8 @@ enum ResponsePlanner {
         let isHead = request.method == "HEAD"
         let keepAlive = request.head.clientWantsKeepAlive && !step.closeConnection
         // Fast path: a plain step, an HTTP/1.1 keep-alive client. One write of bytes prepared at load time.
-        if let cached = prepared.cachedKeepAliveResponse, keepAlive, !isHead, request.head.version == .http1_1 {
+        if let cached = prepared.cachedKeepAliveResponse, keepAlive, !isHead, request.head.version == .http1_1,
+           extraHeaders.isEmpty, !keepResponse {
             actions.append(.write(cached))
             return ResponsePlan(actions: actions, status: step.status, keepAlive: true)
         }
@@ -85,18 +88,22 @@ enum ResponsePlanner {
             headers = PreparedStep.headers(step, rendered: nil)
         }
         var response = HTTPResponse(status: step.status, headers: headers, body: body)
+        for field in extraHeaders { response.headers.append(name: field.name, value: field.value) }
+        let nominal = keepResponse ? response : nil
         if keepAlive && request.head.version == .http1_0 {
             response.headers.append(name: "Connection", value: "keep-alive")
         }
         if let fault = step.fault {
-            actions += faultActions(fault, response, &random)
-            let noStatusLine: [FaultName] = [.reset, .emptyReply, .garbage, .hang]
+            actions += faultActions(fault, response, headOnly: isHead, &random)
+            let noStatusLine: [FaultName] = [.reset, .emptyReply, .garbage, .hang, .commitThenReset, .commitThenHang]
             let sendsStatus = !noStatusLine.contains(fault.name) && !(fault.name == .halfClose && fault.after == .nothing)
             var status = sendsStatus ? response.status : nil
             if fault.name == .htmlErrorPage, let code = status, code < 400 { status = 502 }
-            return ResponsePlan(
+            var plan = ResponsePlan(
                 actions: actions, status: status, fault: fault.name.rawValue,
                 keepAlive: keepAlive && fault.name.keepsConnection)
+            plan.response = nominal
+            return plan
         }
         let head = response.serializedHead(close: !keepAlive)
         if let drip = step.drip, !isHead {
@@ -105,7 +112,9 @@ enum ResponsePlanner {
             actions.append(.write(isHead ? head : head + response.body))
         }
         if !keepAlive { actions.append(.close) }
-        return ResponsePlan(actions: actions, status: response.status, keepAlive: keepAlive)
+        var plan = ResponsePlan(actions: actions, status: response.status, keepAlive: keepAlive)
+        plan.response = nominal
+        return plan
     }
 
     private static func renderBody(_ body: StepBody, _ context: inout TemplateContext, _ id: inout Int?) -> [UInt8] {
@@ -143,6 +152,19 @@ enum ResponsePlanner {
     /// A body for faults that need bytes to break when the step scripted none.
     private static let placeholderBody = Array(#"{"id":"faultline","message":"this body is broken on purpose"}"#.utf8)
 
+    /// `headOnly`: the request was HEAD, so the well-framed body faults send their header section only (RFC 9110
+    /// §9.3.2); the connection-breaking faults break the connection the same way either way.
+    private static func faultActions(
+        _ fault: FaultSpec, _ response: HTTPResponse, headOnly: Bool, _ random: inout SeededRandom
+    ) -> [WireAction] {
+        let actions = faultActions(fault, response, &random)
+        guard headOnly, fault.name.keepsConnection, case .write(let bytes)? = actions.first, actions.count == 1 else {
+            return actions
+        }
+        let end = bytes.firstRange(of: Array("\r\n\r\n".utf8)).map(\.upperBound) ?? bytes.count
+        return [.write(Array(bytes[..<end]))]
+    }
+
     private static func faultActions(
         _ fault: FaultSpec, _ response: HTTPResponse, _ random: inout SeededRandom
     ) -> [WireAction] {
@@ -152,8 +174,11 @@ enum ResponsePlanner {
         }
         let body = response.body
         switch fault.name {
-        case .reset:
+        case .reset, .commitThenReset:
+            // commit-then-*: the engine has already applied the side effect and stored the response.
             return [.reset]
+        case .commitThenHang:
+            return [.hang]
         case .emptyReply:
             return [.close]
         case .halfClose:

@@ -57,6 +57,8 @@ public struct JournalEntry: Sendable {
     public var fault: String?
     /// Whether the route's chaos failed this request (instead of its script).
     public var chaos = false
+    /// What the policy layer did: auth checks, rate limits, idempotency, Retry-After judgements.
+    public var notes: [String] = []
     public var bytesWritten: Int
     public var outcome: ExchangeOutcome
     public var finishedAtMonotonicNanos: UInt64?
@@ -121,6 +123,7 @@ extension JournalEntry {
         members.append(("route", route.map(JSONValue.string) ?? .null))
         members.append(("step", step.map(JSONValue.int) ?? .null))
         members.append(("matched", .bool(route != nil)))
+        members.append(("notes", .array(notes.map(JSONValue.string))))
         if let unmatched {
             members.append(("nearest", .object([
                 ("route", unmatched.nearestRoute.map(JSONValue.string) ?? .null),

@@ -11,6 +11,10 @@ public struct Scenario: Sendable, Equatable {
     public var directory: String?
     /// How the server treats kept-alive connections while this scenario is loaded.
     public var connections: ConnectionPolicy?
+    /// Bearer-token auth for protected paths, with a token endpoint (DESIGN §4).
+    public var auth: AuthConfig?
+    /// Rate limits, checked in order before route matching (DESIGN §4).
+    public var rateLimits: [ScopedRateLimit] = []
 
     public init(
         name: String, description: String? = nil, seed: UInt64 = 0, routes: [Route],
@@ -24,6 +28,41 @@ public struct Scenario: Sendable, Equatable {
         self.directory = directory
         self.connections = connections
     }
+}
+
+/// A rate limit and the requests it counts: those whose path matches `path` (all requests when nil).
+public struct ScopedRateLimit: Sendable, Equatable {
+    public var rule: RateLimitRule
+    public var path: PathPattern?
+
+    public init(rule: RateLimitRule, path: PathPattern? = nil) {
+        self.rule = rule
+        self.path = path
+    }
+}
+
+/// A route's idempotency-key handling: `{"header": "Idempotency-Key", "required": true, "expiresMs": …}`.
+public struct IdempotencyConfig: Sendable, Equatable {
+    public var header: String
+    /// A request without the key gets 400 (problem+json) instead of running the route.
+    public var required: Bool
+    public var expiryMilliseconds: Int
+
+    public init(header: String = "Idempotency-Key", required: Bool = false, expiryMilliseconds: Int = 86_400_000) {
+        self.header = header
+        self.required = required
+        self.expiryMilliseconds = expiryMilliseconds
+    }
+}
+
+/// A change a step makes to the server's policy state when it is played.
+public enum StepEffect: Sendable, Equatable {
+    /// The current access token stops working.
+    case expireToken
+    /// A new access token replaces the current one (the client's becomes stale).
+    case rotateToken
+    /// Empties one rate limit's buckets (by id), or all of them when nil.
+    case resetBuckets(String?)
 }
 
 /// Connection-level faults (DESIGN §3, `idle-close`): what a real server or a proxy in front of it does to
@@ -52,6 +91,8 @@ public struct Route: Sendable, Equatable {
     public var sequenceBy: SequenceKey?
     /// Seeded random failures on top of the script.
     public var chaos: ChaosSpec?
+    /// Idempotency-key handling for the route (IETF httpapi idempotency-key draft).
+    public var idempotency: IdempotencyConfig?
 
     public init(
         id: String, match: RouteMatch, responses: [ResponseStep], afterLast: AfterLast = .repeatLast,
@@ -235,6 +276,8 @@ public struct ResponseStep: Sendable, Equatable {
     public var times: Int
     /// Close the connection after this response, sending `Connection: close`.
     public var closeConnection: Bool
+    /// Policy-state changes applied when this step is played.
+    public var effects: [StepEffect] = []
 
     public init(
         status: Int = 200, headers: [(name: String, value: String)] = [], body: StepBody = .empty,

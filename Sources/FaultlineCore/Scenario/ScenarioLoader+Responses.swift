@@ -6,6 +6,7 @@ extension ScenarioLoader {
     static let bodyKeys = ["json", "text", "base64", "file"]
     static let stepKeys = [
         "status", "headers", "json", "text", "base64", "file", "delayMs", "delay", "chunked", "fault", "times", "close",
+        "effects",
     ]
 }
 
@@ -13,7 +14,7 @@ extension ScenarioLoader.Reader {
     /// One response step; nil when anything in it was reported.
     mutating func responseStep(_ value: JSONValue, at path: String) -> ResponseStep? {
         let errorCount = errors.count
-        guard let fields = fields(value, at: path, known: ScenarioLoader.stepKeys, unsupported: ["effects"]) else {
+        guard let fields = fields(value, at: path, known: ScenarioLoader.stepKeys) else {
             return nil
         }
         var step = ResponseStep()
@@ -77,6 +78,10 @@ extension ScenarioLoader.Reader {
 
         if let value = fields["close"] {
             step.closeConnection = bool(value, at: fields.path("close")) ?? false
+        }
+
+        if let value = fields["effects"] {
+            step.effects = effects(value, at: fields.path("effects"))
         }
 
         return errors.count == errorCount ? step : nil

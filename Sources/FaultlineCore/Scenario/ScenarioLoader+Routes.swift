@@ -4,8 +4,8 @@ extension ScenarioLoader.Reader {
     /// The scenario in `document`, or nil when anything in it was reported.
     mutating func scenario(from document: JSONValue) -> Scenario? {
         guard let fields = fields(
-            document, at: "", known: ["name", "description", "seed", "routes", "connections"],
-            unsupported: ["auth", "rateLimits", "expect"], ignored: ["$schema"]
+            document, at: "", known: ["name", "description", "seed", "routes", "connections", "auth", "rateLimits"],
+            unsupported: ["expect"], ignored: ["$schema"]
         ) else { return nil }
 
         if let schema = fields["$schema"] {
@@ -26,11 +26,16 @@ extension ScenarioLoader.Reader {
         }
 
         let connections = fields["connections"].flatMap { connectionPolicy($0, at: fields.path("connections")) }
+        let auth = fields["auth"].flatMap { authConfig($0, at: fields.path("auth")) }
+        let limits = fields["rateLimits"].map { rateLimits($0, at: fields.path("rateLimits")) } ?? []
 
         guard errors.isEmpty, let name else { return nil }
-        return Scenario(
+        var scenario = Scenario(
             name: name, description: description, seed: seed, routes: routes, sourceFile: file, directory: directory,
             connections: connections)
+        scenario.auth = auth
+        scenario.rateLimits = limits
+        return scenario
     }
 
     /// Route `index`; `indexByID` holds the index of the first route with each id, to name both in a duplicate.
@@ -38,8 +43,7 @@ extension ScenarioLoader.Reader {
         let path = "routes[\(index)]"
         let errorCount = errors.count
         guard let fields = fields(
-            value, at: path, known: ["id", "match", "responses", "afterLast", "sequenceBy", "chaos"],
-            unsupported: ["idempotency"]
+            value, at: path, known: ["id", "match", "responses", "afterLast", "sequenceBy", "chaos", "idempotency"]
         ) else { return nil }
 
         var id: String?
@@ -88,10 +92,13 @@ extension ScenarioLoader.Reader {
         }
 
         let chaos = fields["chaos"].flatMap { chaosSpec($0, at: fields.path("chaos")) }
+        let idempotency = fields["idempotency"].flatMap { idempotencyConfig($0, at: fields.path("idempotency")) }
 
         guard errors.count == errorCount, let id, let match else { return nil }
-        return Route(
+        var route = Route(
             id: id, match: match, responses: responses, afterLast: afterLast, sequenceBy: sequenceBy, chaos: chaos)
+        route.idempotency = idempotency
+        return route
     }
 
     /// `{"maxRequests": n ≥ 1, "idleCloseMs": ms ≥ 1}`, at least one of them.
@@ -287,7 +294,7 @@ extension ScenarioLoader.Reader {
     }
 
     /// A path template: `/` then segments split on `/`; a segment `{name}` is a parameter.
-    private mutating func pathPattern(_ text: String, isPrefix: Bool, at path: String) -> PathPattern? {
+    mutating func pathPattern(_ text: String, isPrefix: Bool, at path: String) -> PathPattern? {
         let quotedText = ScenarioLoader.quoted(text)
         guard text.hasPrefix("/") else {
             report(path, "\(quotedText) must start with \"/\"")

@@ -16,4 +16,9 @@ public enum FaultName: String, Sendable, CaseIterable {
     case wrongContentType = "wrong-content-type"
     case htmlErrorPage = "html-error-page"
     case badGzip = "bad-gzip"
+    /// Apply the route's side effect (create the resource, store the idempotent response), then reset:
+    /// the "unknown outcome" a client must reconcile by retrying with the same key.
+    case commitThenReset = "commit-then-reset"
+    /// Like `commit-then-reset`, but the connection hangs instead (the client times out).
+    case commitThenHang = "commit-then-hang"
 }

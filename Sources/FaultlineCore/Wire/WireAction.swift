@@ -25,6 +25,9 @@ public struct ResponsePlan: Sendable, Equatable {
     public var keepAlive: Bool
     /// Close the kept-alive connection if no request starts within this many milliseconds of the response.
     public var idleCloseMilliseconds: Int?
+    /// The well-formed response the step describes (before any fault breaks it), when the engine asked
+    /// for it: what an idempotent route stores for replay.
+    public var response: HTTPResponse?
 
     public init(actions: [WireAction], status: Int?, fault: String? = nil, keepAlive: Bool) {
         self.actions = actions

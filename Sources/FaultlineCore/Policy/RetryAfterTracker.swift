@@ -1,0 +1,179 @@
+/// Judges whether clients wait as long as `Retry-After` asked (RFC 9110 §10.2.3; DESIGN §4 and the
+/// `honorsRetryAfter` verdict of §6). Each 429 or 503 that carried `Retry-After` leaves one pending
+/// advertisement per key; the next request with that key is compared with it and the advertisement is cleared.
+public struct RetryAfterTracker: Sendable {
+    /// A response with `Retry-After` that has not yet been followed by a request with the same key.
+    public struct Advertisement: Sendable, Equatable {
+        /// The bucket or client key the advertisement applies to.
+        public var key: String
+        /// The journal sequence number of the request that got the 429/503.
+        public var sequence: Int
+        public var sentAtMilliseconds: UInt64
+        /// `sentAtMilliseconds` plus the advertised wait: the first moment a retry honours the advertisement.
+        public var earliestRetryMilliseconds: UInt64
+        public var status: Int
+        /// The `Retry-After` field value as sent.
+        public var retryAfter: String
+
+        /// An advertisement as `RetryAfterTracker.advertised` records it.
+        public init(
+            key: String, sequence: Int, sentAtMilliseconds: UInt64, earliestRetryMilliseconds: UInt64, status: Int,
+            retryAfter: String
+        ) {
+            self.key = key
+            self.sequence = sequence
+            self.sentAtMilliseconds = sentAtMilliseconds
+            self.earliestRetryMilliseconds = earliestRetryMilliseconds
+            self.status = status
+            self.retryAfter = retryAfter
+        }
+    }
+
+    /// One judged retry: the request that followed an advertisement, and how its timing compares.
+    public struct Observation: Sendable, Equatable {
+        public var key: String
+        /// The journal sequence of the 429/503.
+        public var advertisedSequence: Int
+        /// The next request with the same key.
+        public var retrySequence: Int
+        public var advertisedWaitMilliseconds: Int
+        /// Retry arrival − advertisement send time.
+        public var actualWaitMilliseconds: Int
+        /// > 0 when the retry came before the advertised time, else 0.
+        public var earlyByMilliseconds: Int
+
+        /// The retry came no earlier than `Retry-After` allowed.
+        public var honoured: Bool { earlyByMilliseconds == 0 }
+
+        /// An observation as `RetryAfterTracker.arrived` records it.
+        public init(
+            key: String, advertisedSequence: Int, retrySequence: Int, advertisedWaitMilliseconds: Int,
+            actualWaitMilliseconds: Int, earlyByMilliseconds: Int
+        ) {
+            self.key = key
+            self.advertisedSequence = advertisedSequence
+            self.retrySequence = retrySequence
+            self.advertisedWaitMilliseconds = advertisedWaitMilliseconds
+            self.actualWaitMilliseconds = actualWaitMilliseconds
+            self.earlyByMilliseconds = earlyByMilliseconds
+        }
+    }
+
+    /// Judged retries, in the order they arrived.
+    public private(set) var observations: [Observation] = []
+    private var pendingByKey: [String: Advertisement] = [:]
+
+    /// A tracker with nothing pending and nothing observed.
+    public init() {}
+
+    /// Advertisements still waiting for a request with their key, oldest first (by sequence).
+    public var pending: [Advertisement] {
+        pendingByKey.values.sorted { $0.sequence < $1.sequence }
+    }
+
+    /// A response with `Retry-After` went out (or is about to) for `key` at `nowMilliseconds`, asking the client to
+    /// wait `waitMilliseconds` (what the field value means; see `waitMilliseconds(retryAfter:wallSeconds:)`).
+    /// It replaces any advertisement still pending for the key: only the latest one binds the client.
+    public mutating func advertised(
+        key: String, sequence: Int, status: Int, retryAfter: String, waitMilliseconds: Int, nowMilliseconds: UInt64
+    ) {
+        let earliest = nowMilliseconds.addingReportingOverflow(UInt64(max(0, waitMilliseconds)))
+        pendingByKey[key] = Advertisement(
+            key: key, sequence: sequence, sentAtMilliseconds: nowMilliseconds,
+            earliestRetryMilliseconds: earliest.overflow ? UInt64.max : earliest.partialValue, status: status,
+            retryAfter: retryAfter)
+    }
+
+    /// A request with `key` arrived; if an advertisement for that key is pending, it is judged and cleared.
+    /// A request whose sequence is not after the advertisement's (the limited request itself, when the caller
+    /// reports its arrival after advertising) is not a retry and leaves the advertisement pending.
+    @discardableResult
+    public mutating func arrived(key: String, sequence: Int, nowMilliseconds: UInt64) -> Observation? {
+        guard let advertisement = pendingByKey[key], sequence > advertisement.sequence else { return nil }
+        pendingByKey[key] = nil
+        let sent = advertisement.sentAtMilliseconds
+        let earliest = advertisement.earliestRetryMilliseconds
+        let observation = Observation(
+            key: key,
+            advertisedSequence: advertisement.sequence,
+            retrySequence: sequence,
+            advertisedWaitMilliseconds: Self.clampedDifference(earliest, sent),
+            actualWaitMilliseconds: Self.clampedDifference(nowMilliseconds, sent),
+            earlyByMilliseconds: Self.clampedDifference(earliest, nowMilliseconds))
+        observations.append(observation)
+        return observation
+    }
+
+    /// Forgets every observation and pending advertisement (scenario reset).
+    public mutating func reset() {
+        observations = []
+        pendingByKey = [:]
+    }
+
+    /// For `GET /__faultline/state` and the `honorsRetryAfter` verdict: counts, the observations in order, and the
+    /// pending advertisements.
+    public func stateJSON() -> JSONValue {
+        let early = observations.filter { !$0.honoured }.count
+        return .object([
+            ("retries", .int(observations.count)),
+            ("honoured", .int(observations.count - early)),
+            ("early", .int(early)),
+            ("observations", .array(observations.map { observation in
+                .object([
+                    ("key", .string(observation.key)),
+                    ("advertisedSequence", .int(observation.advertisedSequence)),
+                    ("retrySequence", .int(observation.retrySequence)),
+                    ("advertisedWaitMs", .int(observation.advertisedWaitMilliseconds)),
+                    ("actualWaitMs", .int(observation.actualWaitMilliseconds)),
+                    ("earlyByMs", .int(observation.earlyByMilliseconds)),
+                    ("honoured", .bool(observation.honoured)),
+                ])
+            })),
+            ("pending", .array(pending.map { advertisement in
+                .object([
+                    ("key", .string(advertisement.key)),
+                    ("sequence", .int(advertisement.sequence)),
+                    ("status", .int(advertisement.status)),
+                    ("retryAfter", .string(advertisement.retryAfter)),
+                    ("sentAtMs", .number(String(advertisement.sentAtMilliseconds))),
+                    ("earliestRetryMs", .number(String(advertisement.earliestRetryMilliseconds))),
+                ])
+            })),
+        ])
+    }
+
+    /// Parses a `Retry-After` value (RFC 9110 §10.2.3: delay-seconds, `1*DIGIT`, or an HTTP-date in any form of
+    /// §5.6.7) into milliseconds from `wallSeconds`; nil if invalid. Surrounding whitespace is ignored; a date in
+    /// the past means 0; a huge delay saturates instead of overflowing.
+    public static func waitMilliseconds(retryAfter: String, wallSeconds: Double) -> Int? {
+        let text = retryAfter.trimmingWhitespace()
+        guard !text.isEmpty else { return nil }
+        if text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
+            let cap = Int.max / 1000
+            var seconds = 0
+            for byte in text.utf8 {
+                seconds = min(cap, seconds * 10 + Int(byte - UInt8(ascii: "0")))
+            }
+            return seconds * 1000
+        }
+        guard wallSeconds.isFinite, let date = HTTPDate.parse(text) else { return nil }
+        // Clamp before converting: a Double outside Int's range would trap.
+        let milliseconds = ((date - wallSeconds) * 1000).rounded()
+        return Int(min(max(milliseconds, 0), 1e15))
+    }
+
+    /// `a − b` in milliseconds, 0 when negative and capped at `Int.max`.
+    private static func clampedDifference(_ a: UInt64, _ b: UInt64) -> Int {
+        a > b ? Int(min(a - b, UInt64(Int.max))) : 0
+    }
+}
+
+extension String {
+    /// Without leading and trailing spaces and tabs (HTTP's OWS, RFC 9110 §5.6.3).
+    fileprivate func trimmingWhitespace() -> String {
+        var scalars = Substring(self)
+        while let first = scalars.first, first == " " || first == "\t" { scalars.removeFirst() }
+        while let last = scalars.last, last == " " || last == "\t" { scalars.removeLast() }
+        return String(scalars)
+    }
+}

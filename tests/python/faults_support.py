@@ -1,0 +1,91 @@
+"""Helpers for test_faults.py: one scenario with a route per named fault, a curl runner that reports what
+curl saw, the chain of an exception, and a settled journal entry. Nothing here sleeps."""
+
+import subprocess
+from dataclasses import dataclass
+
+FAULTS = [
+    "reset", "empty-reply", "half-close", "close-after-headers", "truncate-body", "overlong-body",
+    "malformed-chunk", "garbage", "hang", "stall-after-headers", "corrupt-json", "truncated-json",
+    "wrong-content-type", "html-error-page", "bad-gzip",
+]
+
+# The body every step scripts: 42 bytes of JSON, so the byte counts below are easy to follow.
+BODY = {"id": 42, "name": "widget", "tags": ["a", "b"]}
+BODY_BYTES = b'{"id":42,"name":"widget","tags":["a","b"]}'
+SEED = 7
+
+
+def fault_scenario():
+    """A scenario with one route per fault: GET (or HEAD) /<fault> answers 200 + BODY with that fault."""
+    return {
+        "name": "faults",
+        "seed": SEED,
+        "routes": [
+            {"id": fault, "match": {"method": ["GET", "HEAD"], "path": f"/{fault}"},
+             "responses": [{"status": 200, "json": BODY, "fault": fault}]}
+            for fault in FAULTS
+        ],
+    }
+
+
+@dataclass
+class CurlResult:
+    exit_code: int
+    error: str  # curl's stderr, stripped ("curl: (56) Recv failure: Connection reset by peer")
+    body: bytes
+    http_code: int  # 0 when no status line was received
+    size_header: int
+    size_download: int
+
+
+WRITE_OUT = "\n%{http_code} %{size_header} %{size_download}"
+
+
+def run_curl(url, *args, max_time=3):
+    """curl -sS --max-time MAX_TIME [args] URL; the body and curl's own counters, separated by -w."""
+    completed = subprocess.run(
+        ["curl", "-sS", "--max-time", str(max_time), "-w", WRITE_OUT, *args, url],
+        capture_output=True, stdin=subprocess.DEVNULL, timeout=max_time + 10)
+    body, _, counters = completed.stdout.rpartition(b"\n")
+    http_code, size_header, size_download = (int(value) for value in counters.split())
+    return CurlResult(completed.returncode, completed.stderr.decode("utf-8", "replace").strip(), body,
+                      http_code, size_header, size_download)
+
+
+def exception_chain(error):
+    """The exception and its causes (__cause__, else __context__), outermost first, as types."""
+    chain, seen = [], set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        chain.append(type(error))
+        error = error.__cause__ or error.__context__
+    return chain
+
+
+def settled_entry(server, fault, timeout_ms=3000):
+    """The single journal entry of GET /<fault>, once its outcome is no longer `pending` (long-poll with a
+    deadline). Fails unless exactly one request reached the route: no client retried behind our back."""
+    server.wait_for(1, timeout_ms=timeout_ms, route=fault, completed=True)
+    entries = server.journal(route=fault)
+    assert len(entries) == 1, f"expected exactly one request for {fault}, got {entries}"
+    return entries[0]
+
+
+def split_head(data):
+    """(head bytes including the blank line, the rest) of a raw HTTP response."""
+    end = data.find(b"\r\n\r\n")
+    assert end >= 0, f"no complete header section in {data!r}"
+    return data[:end + 4], data[end + 4:]
+
+
+def head_fields(head):
+    """(status, {lowercased name: value}) of a raw header section."""
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ")[1])
+    fields = {}
+    for line in lines[1:]:
+        if line:
+            name, _, value = line.partition(":")
+            fields[name.strip().lower()] = value.strip()
+    return status, fields
