@@ -15,7 +15,13 @@ import Testing
         #expect(scenarios.count == files.count)
         for scenario in scenarios {
             for route in scenario.routes {
-                let request = Self.sampleRequest(for: route, base: server.baseURL.absoluteString)
+                var request = Self.sampleRequest(for: route, base: server.baseURL.absoluteString)
+                if let auth = scenario.auth, auth.protect.contains(where: { request.last!.dropFirst(server.baseURL.absoluteString.count).hasPrefix($0) }) {
+                    request.insert(contentsOf: ["-H", "Authorization: Bearer \(auth.initialToken)"], at: 0)
+                }
+                if let idempotency = route.idempotency {
+                    request.insert(contentsOf: ["-H", "\(idempotency.header): sample-\(route.id)"], at: 0)
+                }
                 // Faults make curl fail on purpose (and a hang only ends at the time limit); the journal is
                 // what shows the route took the request.
                 let breaks = route.chaos != nil || route.responses.contains { $0.fault != nil }
