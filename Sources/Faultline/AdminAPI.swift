@@ -42,6 +42,7 @@ final class AdminAPI {
         ("GET", "/__faultline/scenarios", "the loaded scenarios and their routes"),
         ("POST", "/__faultline/scenarios", "load scenarios (a scenario object, an array of them, or {\"paths\": [...]}); ?mode=add keeps the others"),
         ("POST", "/__faultline/scenarios/reset", "rewind every script; ?journal=true also clears the journal"),
+        ("GET", "/__faultline/report", "verdicts: each scenario's expect rules judged against the journal, with evidence"),
         ("GET", "/__faultline/state", "tokens, refresh counts, rate-limit buckets, Retry-After judgements, idempotency records, side effects"),
         ("POST", "/__faultline/auth/expire", "expire the current access token now"),
         ("POST", "/__faultline/shutdown", "stop the server after answering"),
@@ -61,7 +62,7 @@ final class AdminAPI {
         case "requests/count", "requests/wait": methods = ["GET"]
         case "scenarios": methods = ["GET", "POST"]
         case "scenarios/reset", "shutdown", "auth/expire": methods = ["POST"]
-        case "state": methods = ["GET"]
+        case "state", "report": methods = ["GET"]
         default:
             respond(404, .object([
                 ("error", .string("no admin endpoint \(request.path)")),
@@ -133,6 +134,8 @@ final class AdminAPI {
                 core.journal.clear()
             }
             respond(200, .object([("reset", .bool(true)), ("journalCleared", .int(cleared))]))
+        case ("GET", "report"), ("HEAD", "report"):
+            respond(200, core.engine.report(journal: core.journal.entries))
         case ("GET", "state"), ("HEAD", "state"):
             respond(200, core.engine.stateJSON(now: core.now()))
         case ("POST", "auth/expire"):

@@ -4,6 +4,8 @@ import FaultlineCore
 public enum CommandLineRequest: Equatable, Sendable {
     case serve(ServeOptions)
     case validate(paths: [String])
+    /// Fetch `/__faultline/report` from a running server; exit non-zero on any failed rule.
+    case verify(url: String)
     case help(topic: String?)
     case version
 }
@@ -36,12 +38,14 @@ public enum FaultlineCommandLine {
           faultline serve [PATHS…] [--host H] [--port N] [--port-file F] [--max-journal N]
                           [--max-body BYTES] [--header-timeout MS]
           faultline validate PATHS…
+          faultline verify --url http://127.0.0.1:PORT
           faultline --help | --version
 
         serve      Serve the scenario files or folders given (default: ./scenarios). The first line on
                    stdout is "listening on http://HOST:PORT". Stops cleanly on SIGINT, SIGTERM or
                    POST /__faultline/shutdown.
         validate   Check scenario files; print every problem with file, JSON path and message.
+        verify     Print a running server's verdicts (GET /__faultline/report); exit 1 if any rule failed.
 
         OPTIONS
           --host H            interface to bind (default 127.0.0.1; loopback unless you say otherwise)
@@ -52,7 +56,8 @@ public enum FaultlineCommandLine {
           --header-timeout MS header section deadline; slower clients get 408 (default 10000)
 
         EXIT CODES
-          0 success · 1 scenario files invalid · 2 server failed to start · 64 bad command line
+          0 success · 1 scenario files invalid, or a verdict failed · 2 server failed to start or could not
+          be reached · 64 bad command line
         """
 
     public static func parse(_ arguments: [String]) throws(CommandLineError) -> CommandLineRequest {
@@ -70,6 +75,13 @@ public enum FaultlineCommandLine {
             return .validate(paths: rest)
         case "serve":
             return try parseServe(rest)
+        case "verify":
+            if rest.contains("--help") { return .help(topic: "verify") }
+            guard rest.count == 2, rest[0] == "--url" || rest[0] == "-u" else {
+                if rest.count == 1, rest[0].hasPrefix("--url=") { return .verify(url: String(rest[0].dropFirst(6))) }
+                throw CommandLineError(message: "verify: give --url http://HOST:PORT of a running faultline")
+            }
+            return .verify(url: rest[1])
         default:
             throw CommandLineError(message: "unknown command \"\(command)\"; try serve, validate, --help or --version")
         }

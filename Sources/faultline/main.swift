@@ -1,6 +1,9 @@
 import Faultline
 import FaultlineCore
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 
 #if canImport(Glibc)
 import Glibc
@@ -36,6 +39,34 @@ case .validate(let paths):
         FileHandle.standardError.write(Data("faultline: \(error.errors.count) problem(s) found\n".utf8))
         exit(1)
     }
+case .verify(let url):
+    var base = url
+    while base.hasSuffix("/") { base.removeLast() }
+    guard let reportURL = URL(string: base + "/__faultline/report"), reportURL.host != nil else {
+        fail("verify: \(url) is not an http URL", code: 64)
+    }
+    let report: [String: Any]
+    do {
+        let (data, response) = try await URLSession.shared.data(from: reportURL)
+        guard (response as? HTTPURLResponse)?.statusCode == 200,
+              let object = try JSONSerialization.jsonObject(with: data) as? [String: Any]
+        else { fail("verify: \(reportURL) did not answer with a report", code: 2) }
+        report = object
+    } catch {
+        fail("verify: cannot reach \(reportURL): \(error.localizedDescription)", code: 2)
+    }
+    let verdicts = report["verdicts"] as? [[String: Any]] ?? []
+    for verdict in verdicts {
+        let passed = verdict["passed"] as? Bool ?? false
+        let rule = verdict["rule"] as? String ?? "?"
+        let scenario = verdict["scenario"] as? String ?? ""
+        let explanation = verdict["explanation"] as? String ?? ""
+        let evidence = (verdict["evidence"] as? [Int] ?? []).map { "#\($0)" }.joined(separator: " ")
+        print("\(passed ? "PASS" : "FAIL")  \(scenario)/\(rule): \(explanation)" + (passed || evidence.isEmpty ? "" : "  [\(evidence)]"))
+    }
+    let failed = verdicts.filter { ($0["passed"] as? Bool) != true }.count
+    print("\(verdicts.count - failed) of \(verdicts.count) verdicts passed")
+    exit(failed == 0 ? 0 : 1)
 case .serve(let options):
     let paths = options.paths.isEmpty ? ["scenarios"] : options.paths
     let scenarios: [Scenario]

@@ -92,4 +92,27 @@ import Glibc
         #expect(process.terminationReason == .exit)
         #expect(process.terminationStatus == 0)
     }
+
+    @Test func verifyExitsNonZeroOnAFailedVerdict() async throws {
+        let scenario = #"{"name": "v", "expect": {"honorsRetryAfter": true, "noRetryOn4xx": true}, "routes": [ { "id": "s", "match": { "path": "/s" }, "responses": [ { "status": 503, "headers": { "Retry-After": "1" } }, { "status": 200 } ] } ] }"#
+        let careful = try TestSupport.server([scenario])
+        defer { Task { await careful.stop() } }
+        let passed = try TestSupport.run(Self.binary, ["verify", "--url", careful.baseURL.absoluteString])
+        #expect(passed.status == 0, "\(passed.stdout)\(passed.stderr)")
+        #expect(passed.stdout.contains("PASS  v/honorsRetryAfter") && passed.stdout.hasSuffix("2 of 2 verdicts passed\n"))
+
+        let naive = try TestSupport.server([scenario])
+        defer { Task { await naive.stop() } }
+        let url = naive.baseURL.absoluteString + "/s"
+        _ = try TestSupport.curl(["-o", "/dev/null", url, "-o", "/dev/null", url])  // the retry comes at once
+        let failed = try TestSupport.run(Self.binary, ["verify", "--url", naive.baseURL.absoluteString])
+        #expect(failed.status == 1)
+        #expect(failed.stdout.contains("FAIL  v/honorsRetryAfter: request #2 came"), "\(failed.stdout)")
+        #expect(failed.stdout.contains("whose Retry-After asked for 1000 ms"))
+        let report = try TestSupport.admin(naive, "report")
+        #expect(report["passed"] as? Bool == false)
+
+        let unreachable = try TestSupport.run(Self.binary, ["verify", "--url", "http://127.0.0.1:1"])
+        #expect(unreachable.status == 2)
+    }
 }

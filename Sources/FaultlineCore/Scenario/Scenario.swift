@@ -15,6 +15,8 @@ public struct Scenario: Sendable, Equatable {
     public var auth: AuthConfig?
     /// Rate limits, checked in order before route matching (DESIGN §4).
     public var rateLimits: [ScopedRateLimit] = []
+    /// The client behaviour the report judges (DESIGN §6).
+    public var expect: Expectations?
 
     public init(
         name: String, description: String? = nil, seed: UInt64 = 0, routes: [Route],

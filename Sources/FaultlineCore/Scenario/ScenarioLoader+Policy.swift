@@ -161,3 +161,44 @@ extension ScenarioLoader.Reader {
         return effects
     }
 }
+
+extension ScenarioLoader.Reader {
+    /// `expect`: the rules `GET /__faultline/report` judges (DESIGN §6).
+    mutating func expectations(_ value: JSONValue, at path: String) -> Expectations? {
+        let errorCount = errors.count
+        let flags = [
+            "honorsRetryAfter", "singleFlightRefresh", "noDuplicateSideEffects", "retriesOnlyReplayable", "noRetryOn4xx",
+        ]
+        guard let fields = fields(value, at: path, known: flags + ["maxRefreshes", "maxAttempts", "backoff", "logicalRequest"])
+        else { return nil }
+        var expect = Expectations()
+        func flag(_ key: String) -> Bool { fields[key].flatMap { bool($0, at: fields.path(key)) } ?? false }
+        expect.honorsRetryAfter = flag("honorsRetryAfter")
+        expect.singleFlightRefresh = flag("singleFlightRefresh")
+        expect.noDuplicateSideEffects = flag("noDuplicateSideEffects")
+        expect.retriesOnlyReplayable = flag("retriesOnlyReplayable")
+        expect.noRetryOn4xx = flag("noRetryOn4xx")
+        expect.maxRefreshes = fields["maxRefreshes"].flatMap { integer($0, at: fields.path("maxRefreshes"), in: 0...Int.max) }
+        expect.maxAttempts = fields["maxAttempts"].flatMap { integer($0, at: fields.path("maxAttempts"), in: 1...Int.max) }
+        switch fields["backoff"] {
+        case nil: break
+        case .bool(let on)?: expect.backoff = on
+        case let value?:
+            if let backoff = self.fields(value, at: fields.path("backoff"), known: ["jitter"]) {
+                expect.backoff = true
+                expect.jitter = backoff["jitter"].flatMap { bool($0, at: backoff.path("jitter")) } ?? false
+            }
+        }
+        if let value = fields["logicalRequest"], let text = string(value, at: fields.path("logicalRequest")) {
+            if text == "method+path+idempotency-key" {
+                expect.logicalKey = .methodPathAndIdempotencyKey
+            } else if text.hasPrefix("header:"), ScenarioLoader.isToken(String(text.dropFirst(7))) {
+                expect.logicalKey = .header(String(text.dropFirst(7)))
+            } else {
+                report(fields.path("logicalRequest"),
+                       #"expected "method+path+idempotency-key" or "header:NAME", found "# + ScenarioLoader.quoted(text))
+            }
+        }
+        return errors.count == errorCount ? expect : nil
+    }
+}

@@ -4,8 +4,9 @@ extension ScenarioLoader.Reader {
     /// The scenario in `document`, or nil when anything in it was reported.
     mutating func scenario(from document: JSONValue) -> Scenario? {
         guard let fields = fields(
-            document, at: "", known: ["name", "description", "seed", "routes", "connections", "auth", "rateLimits"],
-            unsupported: ["expect"], ignored: ["$schema"]
+            document, at: "",
+            known: ["name", "description", "seed", "routes", "connections", "auth", "rateLimits", "expect"],
+            ignored: ["$schema"]
         ) else { return nil }
 
         if let schema = fields["$schema"] {
@@ -28,6 +29,7 @@ extension ScenarioLoader.Reader {
         let connections = fields["connections"].flatMap { connectionPolicy($0, at: fields.path("connections")) }
         let auth = fields["auth"].flatMap { authConfig($0, at: fields.path("auth")) }
         let limits = fields["rateLimits"].map { rateLimits($0, at: fields.path("rateLimits")) } ?? []
+        let expect = fields["expect"].flatMap { expectations($0, at: fields.path("expect")) }
 
         guard errors.isEmpty, let name else { return nil }
         var scenario = Scenario(
@@ -35,6 +37,7 @@ extension ScenarioLoader.Reader {
             connections: connections)
         scenario.auth = auth
         scenario.rateLimits = limits
+        scenario.expect = expect
         return scenario
     }
 

@@ -1,0 +1,37 @@
+/// What a scenario expects of the client under test (DESIGN §6): the rules `GET /__faultline/report` judges.
+/// Every rule is optional; an absent rule is not judged.
+public struct Expectations: Sendable, Equatable {
+    /// No request came before the time a 429/503 `Retry-After` allowed.
+    public var honorsRetryAfter = false
+    /// Never more than one token refresh in flight at once.
+    public var singleFlightRefresh = false
+    /// At most this many token refreshes in all.
+    public var maxRefreshes: Int?
+    /// At most one side effect per idempotency key.
+    public var noDuplicateSideEffects = false
+    /// A non-idempotent request (POST, PATCH) without an idempotency key is never sent twice.
+    public var retriesOnlyReplayable = false
+    /// At most this many attempts of one logical request.
+    public var maxAttempts: Int?
+    /// Intervals between attempts of one logical request grow.
+    public var backoff = false
+    /// With `backoff`: the intervals carry jitter (they are not an exact deterministic sequence).
+    public var jitter = false
+    /// A request answered 4xx (other than 408, 409, 425, 429) is not sent again.
+    public var noRetryOn4xx = false
+    /// How attempts of the same logical request are recognised.
+    public var logicalKey: LogicalRequestKey = .methodPathAndIdempotencyKey
+
+    public init() {}
+
+    public var isEmpty: Bool { self == Expectations() }
+}
+
+/// How the verdicts group attempts into one logical request.
+public enum LogicalRequestKey: Sendable, Equatable {
+    /// Method, path and the `Idempotency-Key` value when present (the default).
+    case methodPathAndIdempotencyKey
+    /// The value of a header the client sets once per logical request (e.g. `X-Request-ID`); requests without
+    /// it fall back to the default.
+    case header(String)
+}

@@ -1,0 +1,260 @@
+/// One judged rule: whether the client kept it, a sentence a developer understands without reading our code,
+/// and the journal sequence numbers that show it.
+public struct Verdict: Sendable, Equatable {
+    public var rule: String
+    public var passed: Bool
+    public var explanation: String
+    public var evidence: [Int]
+
+    public func json() -> JSONValue {
+        .object([
+            ("rule", .string(rule)), ("passed", .bool(passed)), ("explanation", .string(explanation)),
+            ("evidence", .array(evidence.map(JSONValue.int))),
+        ])
+    }
+}
+
+/// The facts the verdicts are drawn from, gathered by the engine. Pure data, so the rules are tested
+/// without a server.
+public struct VerdictInput: Sendable {
+    /// Journal entries of scripted routes (not admin calls), oldest first.
+    public var entries: [JournalEntry]
+    public var retryAfter: [RetryAfterTracker.Observation]
+    public var refreshCalls: Int?
+    public var maxRefreshesInFlight: Int?
+    /// The header holding the idempotency key, per side-effecting route id.
+    public var idempotencyHeaders: [String: String]
+
+    public init(
+        entries: [JournalEntry], retryAfter: [RetryAfterTracker.Observation] = [], refreshCalls: Int? = nil,
+        maxRefreshesInFlight: Int? = nil, idempotencyHeaders: [String: String] = [:]
+    ) {
+        self.entries = entries
+        self.retryAfter = retryAfter
+        self.refreshCalls = refreshCalls
+        self.maxRefreshesInFlight = maxRefreshesInFlight
+        self.idempotencyHeaders = idempotencyHeaders
+    }
+}
+
+/// Judges the client against `Expectations` (DESIGN §6). Each rule explains its failure with the requests
+/// that broke it.
+public enum Verdicts {
+    /// Statuses after which trying again is legitimate (RFC 9110 §15.5: timeout, conflict, too early, too many).
+    static let retryable4xx: Set<Int> = [408, 409, 425, 429]
+
+    public static func evaluate(_ expect: Expectations, _ input: VerdictInput) -> [Verdict] {
+        var verdicts: [Verdict] = []
+        if expect.honorsRetryAfter { verdicts.append(honorsRetryAfter(input)) }
+        if expect.singleFlightRefresh { verdicts.append(singleFlight(input)) }
+        if let limit = expect.maxRefreshes { verdicts.append(maxRefreshes(limit, input)) }
+        if expect.noDuplicateSideEffects { verdicts.append(noDuplicateSideEffects(input)) }
+        let attempts = logicalRequests(input.entries, expect.logicalKey)
+        if expect.retriesOnlyReplayable { verdicts.append(retriesOnlyReplayable(input)) }
+        if let limit = expect.maxAttempts { verdicts.append(maxAttempts(limit, attempts)) }
+        if expect.backoff { verdicts.append(backoff(attempts, jitter: expect.jitter)) }
+        if expect.noRetryOn4xx { verdicts.append(noRetryOn4xx(attempts)) }
+        return verdicts
+    }
+
+    private static func honorsRetryAfter(_ input: VerdictInput) -> Verdict {
+        let early = input.retryAfter.filter { !$0.honoured }
+        guard let first = early.first else {
+            return Verdict(
+                rule: "honorsRetryAfter", passed: true,
+                explanation: "\(input.retryAfter.count) retr\(input.retryAfter.count == 1 ? "y" : "ies") after Retry-After, none early",
+                evidence: input.retryAfter.map(\.retrySequence))
+        }
+        let more = early.count > 1 ? " (and \(early.count - 1) more early retr\(early.count == 2 ? "y" : "ies"))" : ""
+        return Verdict(
+            rule: "honorsRetryAfter", passed: false,
+            explanation: "request #\(first.retrySequence) came \(first.actualWaitMilliseconds) ms after "
+                + "#\(first.advertisedSequence), whose Retry-After asked for \(first.advertisedWaitMilliseconds) ms\(more)",
+            evidence: early.flatMap { [$0.advertisedSequence, $0.retrySequence] })
+    }
+
+    private static func tokenCalls(_ input: VerdictInput) -> [JournalEntry] {
+        input.entries.filter { $0.route == "auth:token" }
+    }
+
+    private static func singleFlight(_ input: VerdictInput) -> Verdict {
+        let calls = tokenCalls(input)
+        let most = input.maxRefreshesInFlight ?? 0
+        if most <= 1 {
+            return Verdict(rule: "singleFlightRefresh", passed: true,
+                           explanation: "\(calls.count) token refresh(es), never more than one at a time",
+                           evidence: calls.map(\.sequence))
+        }
+        return Verdict(
+            rule: "singleFlightRefresh", passed: false,
+            explanation: "\(most) token refreshes were in flight at once (\(calls.count) in all): "
+                + "concurrent 401s each refreshed instead of sharing one refresh",
+            evidence: calls.map(\.sequence))
+    }
+
+    private static func maxRefreshes(_ limit: Int, _ input: VerdictInput) -> Verdict {
+        let calls = tokenCalls(input)
+        let count = input.refreshCalls ?? calls.count
+        return Verdict(
+            rule: "maxRefreshes", passed: count <= limit,
+            explanation: "\(count) token refresh call(s); at most \(limit) expected", evidence: calls.map(\.sequence))
+    }
+
+    private static func noDuplicateSideEffects(_ input: VerdictInput) -> Verdict {
+        var byKey: [String: [Int]] = [:]
+        var order: [String] = []
+        for entry in input.entries where entry.notes.contains(where: { $0.hasPrefix("side effect:") }) {
+            guard let route = entry.route, let header = input.idempotencyHeaders[route] else { continue }
+            let key = entry.head?.headers[header].flatMap(IdempotencyStore.parseKey)
+            // Without a key, the same request sent again (same method, target and body) is the duplicate.
+            let label = key.map { "\(route) key \($0)" } ?? "\(route) without a key, request "
+                + IdempotencyStore.fingerprint(method: entry.method ?? "", target: entry.head?.target ?? "", body: entry.body)
+                    .prefix(12)
+            if byKey[label] == nil { order.append(label) }
+            byKey[label, default: []].append(entry.sequence)
+        }
+        let duplicated = order.filter { byKey[$0]!.count > 1 }
+        let total = byKey.values.reduce(0) { $0 + $1.count }
+        guard let first = duplicated.first else {
+            return Verdict(rule: "noDuplicateSideEffects", passed: true,
+                           explanation: "\(total) side effect(s), one per idempotency key",
+                           evidence: order.flatMap { byKey[$0]! })
+        }
+        let sequences = byKey[first]!
+        return Verdict(
+            rule: "noDuplicateSideEffects", passed: false,
+            explanation: "\(first) created \(sequences.count) resources (requests \(sequences.map { "#\($0)" }.joined(separator: ", ")))",
+            evidence: duplicated.flatMap { byKey[$0]! })
+    }
+
+    /// Attempts grouped by logical request, in first-seen order.
+    static func logicalRequests(_ entries: [JournalEntry], _ key: LogicalRequestKey) -> [[JournalEntry]] {
+        var groups: [String: [JournalEntry]] = [:]
+        var order: [String] = []
+        for entry in entries where entry.route != nil && entry.route != "auth:token" {
+            guard let head = entry.head else { continue }
+            var label = "\(head.method) \(head.path)"
+            if case .header(let name) = key, let value = head.headers[name] {
+                label = "\(name): \(value)"
+            } else if let value = head.headers["idempotency-key"] {
+                label += " key \(IdempotencyStore.parseKey(value) ?? value)"
+            }
+            if groups[label] == nil { order.append(label) }
+            groups[label, default: []].append(entry)
+        }
+        return order.map { groups[$0]! }
+    }
+
+    private static func retriesOnlyReplayable(_ input: VerdictInput) -> Verdict {
+        var seen: [String: Int] = [:]
+        for entry in input.entries where entry.route != nil {
+            guard let head = entry.head, ["POST", "PATCH"].contains(head.method),
+                  head.headers["idempotency-key"] == nil else { continue }
+            let identity = "\(head.method) \(head.target) \(IdempotencyStore.fingerprint(method: head.method, target: head.target, body: entry.body))"
+            if let first = seen[identity] {
+                return Verdict(
+                    rule: "retriesOnlyReplayable", passed: false,
+                    explanation: "request #\(entry.sequence) repeated \(head.method) \(head.target) of #\(first) "
+                        + "without an Idempotency-Key: a non-idempotent request was retried",
+                    evidence: [first, entry.sequence])
+            }
+            seen[identity] = entry.sequence
+        }
+        return Verdict(rule: "retriesOnlyReplayable", passed: true,
+                       explanation: "no keyless POST or PATCH was sent twice", evidence: [])
+    }
+
+    private static func maxAttempts(_ limit: Int, _ groups: [[JournalEntry]]) -> Verdict {
+        if let worst = groups.max(by: { $0.count < $1.count }), worst.count > limit, let head = worst[0].head {
+            return Verdict(
+                rule: "maxAttempts", passed: false,
+                explanation: "\(head.method) \(head.path) was attempted \(worst.count) times; at most \(limit) expected",
+                evidence: worst.map(\.sequence))
+        }
+        return Verdict(rule: "maxAttempts", passed: true,
+                       explanation: "no logical request was attempted more than \(limit) times", evidence: [])
+    }
+
+    private static func gaps(_ attempts: [JournalEntry]) -> [Double] {
+        zip(attempts, attempts.dropFirst()).map {
+            Double($1.receivedAtMonotonicNanos &- $0.receivedAtMonotonicNanos) / 1_000_000
+        }
+    }
+
+    private static func backoff(_ groups: [[JournalEntry]], jitter: Bool) -> Verdict {
+        let retried = groups.filter { $0.count >= 3 }
+        for attempts in retried {
+            let intervals = gaps(attempts)
+            // Growth, with 10 % tolerance for scheduling noise.
+            for (index, pair) in zip(intervals, intervals.dropFirst()).enumerated() where pair.1 < pair.0 * 0.9 {
+                let a = attempts[index], b = attempts[index + 1], c = attempts[index + 2]
+                return Verdict(
+                    rule: "backoff", passed: false,
+                    explanation: "request #\(c.sequence) came \(Int(pair.1)) ms after #\(b.sequence), sooner than the "
+                        + "\(Int(pair.0)) ms between #\(a.sequence) and #\(b.sequence): the intervals do not grow",
+                    evidence: [a.sequence, b.sequence, c.sequence])
+            }
+        }
+        if jitter {
+            // Without jitter every retried request repeats the same schedule: compare the first gaps.
+            let firstGaps = retried.compactMap { gaps($0).first }
+            if firstGaps.count >= 2, let low = firstGaps.min(), let high = firstGaps.max(), high - low < 1 {
+                return Verdict(
+                    rule: "backoff", passed: false,
+                    explanation: "\(firstGaps.count) retried requests all waited \(Int(low)) ms before their first "
+                        + "retry: no jitter",
+                    evidence: retried.flatMap { $0.prefix(2).map(\.sequence) })
+            }
+        }
+        return Verdict(rule: "backoff", passed: true,
+                       explanation: "\(retried.count) retried request(s) with growing intervals", evidence: [])
+    }
+
+    private static func noRetryOn4xx(_ groups: [[JournalEntry]]) -> Verdict {
+        for attempts in groups {
+            for (entry, next) in zip(attempts, attempts.dropFirst()) {
+                guard let status = entry.status, (400..<500).contains(status), !retryable4xx.contains(status),
+                      entry.route != nil else { continue }
+                return Verdict(
+                    rule: "noRetryOn4xx", passed: false,
+                    explanation: "request #\(next.sequence) retried #\(entry.sequence), which got \(status): "
+                        + "a \(status) will not change by sending the same request again",
+                    evidence: [entry.sequence, next.sequence])
+            }
+        }
+        return Verdict(rule: "noRetryOn4xx", passed: true,
+                       explanation: "no request was retried after a non-retryable 4xx", evidence: [])
+    }
+}
+
+extension Engine {
+    /// `GET /__faultline/report`: every loaded scenario's `expect`, judged against the journal and the state.
+    public func report(journal: [JournalEntry]) -> JSONValue {
+        var headers: [String: String] = [:]
+        for scenario in scenarios {
+            for route in scenario.routes { if let config = route.idempotency { headers[route.id] = config.header } }
+        }
+        let input = VerdictInput(
+            entries: journal.filter { $0.malformed == nil }, retryAfter: policy.retryAfter.observations,
+            refreshCalls: policy.authority?.refreshCalls, maxRefreshesInFlight: policy.authority?.maxRefreshesInFlight,
+            idempotencyHeaders: headers)
+        var verdicts: [JSONValue] = []
+        var passed = true
+        for scenario in scenarios {
+            guard let expect = scenario.expect else { continue }
+            for verdict in Verdicts.evaluate(expect, input) {
+                passed = passed && verdict.passed
+                var json = verdict.json()
+                if case .object(var members) = json {
+                    members.insert(("scenario", .string(scenario.name)), at: 0)
+                    json = .object(members)
+                }
+                verdicts.append(json)
+            }
+        }
+        return .object([
+            ("passed", .bool(passed)), ("judged", .int(verdicts.count)), ("requests", .int(input.entries.count)),
+            ("verdicts", .array(verdicts)),
+        ])
+    }
+}
