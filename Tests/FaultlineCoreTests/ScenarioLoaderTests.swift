@@ -228,11 +228,14 @@ struct ScenarioLoaderTests {
         #expect(loadError(#"{"name": "n", "routes": [], "$schema": 1}"#)?.jsonPath == "$schema")
     }
 
-    @Test("keys of later versions are rejected clearly", arguments: ["expect"])
-    func unsupportedTopLevel(key: String) {
-        let error = loadError(#"{"name": "n", "routes": [], "\#(key)": {}}"#)
-        #expect(error?.jsonPath == "")
-        #expect(error?.message == "\"\(key)\" is not supported yet by this version of Faultline")
+    @Test("expect reads its rules and names mistakes")
+    func expectRules() throws {
+        let json = #"{"name": "n", "routes": [], "expect": {"honorsRetryAfter": true, "maxAttempts": 3, "backoff": {"jitter": true}, "logicalRequest": "header:X-Request-ID"}}"#
+        let expect = try #require(try ScenarioLoader.load(bytes: Array(json.utf8), file: "f", directory: nil).expect)
+        #expect(expect.honorsRetryAfter && expect.maxAttempts == 3 && expect.backoff && expect.jitter)
+        #expect(expect.logicalKey == .header("X-Request-ID") && !expect.singleFlightRefresh)
+        #expect(loadError(#"{"name": "n", "routes": [], "expect": {"honorRetryAfter": true}}"#)?.message
+            == #"unknown key "honorRetryAfter"; did you mean "honorsRetryAfter"?"#)
     }
 
     @Test("effects on a step are read, and unknown ones named")
@@ -289,12 +292,13 @@ struct ScenarioLoaderTests {
               {"id": "a", "match": {"method": 1}, "responses": [{"status": 1000}, {"times": 0}]},
               {"id": "a", "match": {"path": "x"}, "responses": []},
               {"match": {}, "responses": [{"fault": "rest"}]}
-            ], "expect": {}}
+            ], "expect": {"maxAttempts": 0}}
             """#
         let errors = loadErrors(json)
         #expect(errors.map(\.jsonPath) == [
-            "", "name", "routes[0].match.method", "routes[0].responses[0].status", "routes[0].responses[1].times",
+            "name", "routes[0].match.method", "routes[0].responses[0].status", "routes[0].responses[1].times",
             "routes[1].id", "routes[1].match.path", "routes[1].responses", "routes[2]", "routes[2].responses[0].fault",
+            "expect.maxAttempts",
         ])
         #expect(errors.allSatisfy { $0.file == "test.json" })
         let combined = ScenarioLoadError(errors: errors).description
