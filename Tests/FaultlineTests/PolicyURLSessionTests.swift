@@ -94,6 +94,7 @@ import FoundationNetworking
         let http = try #require(limited as? HTTPURLResponse)
         #expect(http.statusCode == 429)
         let seconds = try #require(http.value(forHTTPHeaderField: "Retry-After").flatMap(Int.init))
-        #expect((59...60).contains(seconds))
+        // The rest of the 60 s window, rounded up; the two requests may be seconds apart on a loaded machine.
+        #expect((45...60).contains(seconds), "\(seconds)")
     }
 }
