@@ -119,4 +119,31 @@ import Testing
         let tracker = engine.stateJSON(now: Self.at(1600))["retryAfter"]
         #expect(tracker?["early"] == .int(1))
     }
+
+    @Test func failuresThatCommitNothingFreeTheKey() throws {
+        let json = """
+            {"name": "f", "routes": [
+              {"id": "a", "match": {"path": "/a"}, "idempotency": {}, "responses": [{"status": 201, "fault": "reset"}, {"status": 201}]},
+              {"id": "c", "match": {"path": "/c"}, "idempotency": {}, "chaos": {"rate": 1, "faults": ["status:503"]},
+               "responses": [{"status": 201}]}]}
+            """
+        let engine = try Self.engine(json)
+        let key = [("Idempotency-Key", "k")]
+        let reset = engine.decide(Self.request("POST", "/a", key), requestID: 1)
+        #expect(reset.plan.actions == [.reset] && reset.completion == nil)
+        let retry = engine.decide(Self.request("POST", "/a", key), requestID: 2)
+        #expect(retry.plan.status == 201 && !EngineTests.written(retry.plan).contains("Idempotent-Replayed"))
+        #expect(engine.decide(Self.request("POST", "/c", key), requestID: 3).plan.status == 503)
+        #expect(engine.decide(Self.request("POST", "/c", key), requestID: 4).plan.status == 503, "not 409: nothing in flight")
+        // Only the retry of /a created something.
+        engine.finish(retry.completion!, now: Self.at(1))
+        #expect(engine.stateJSON(now: Self.at(1))["sideEffects"]?["total"] == .int(1))
+    }
+
+    @Test func rateLimitedRequestsAreJournaledUnderTheirLimit() throws {
+        let engine = try Self.engine(Self.limited)
+        _ = engine.decide(Self.request("GET", "/s"), requestID: 1)
+        _ = engine.decide(Self.request("GET", "/s"), requestID: 2)
+        #expect(engine.decide(Self.request("GET", "/s"), requestID: 3).route == "rate-limit:s")
+    }
 }

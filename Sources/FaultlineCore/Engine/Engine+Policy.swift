@@ -135,8 +135,9 @@ extension Engine {
                     ("retryAfterMs", .int(wait)),
                 ]))
                 for field in headers { response.headers.append(name: field.name, value: field.value) }
+                // Journaled under a route of its own, so `route=rate-limit:ID` finds every limited request.
                 var decision = Decision(
-                    scenario: nil, route: nil, step: nil, unmatched: nil,
+                    scenario: nil, route: "rate-limit:\(scoped.rule.id)", step: nil, unmatched: nil,
                     plan: ResponsePlan.simple(for: request, response: response))
                 decision.notes = notes
                 return decision

@@ -172,7 +172,8 @@ public final class Engine {
             })
         if let chaos = loaded.route.chaos, !chaos.outcomes.isEmpty,
            randoms[loaded.scenarioIndex].nextUnit() < chaos.rate {
-            // Chaos takes this request; the script does not move.
+            // Chaos takes this request; the script does not move, and nothing was committed: the key is free again.
+            if let idempotencyKey { policy.idempotency[loaded.route.id]?.abandon(scope: loaded.route.id, key: idempotencyKey) }
             let pick = Int(randoms[loaded.scenarioIndex].next() % UInt64(chaos.outcomes.count))
             let stepIndex = loaded.stepEnds.firstIndex(where: { min(served, total - 1) < $0 }) ?? 0
             var step = loaded.route.responses[stepIndex]
@@ -201,6 +202,9 @@ public final class Engine {
             case .repeatLast: position = total - 1
             case .cycle: position = served % total
             case .fail:
+                if let idempotencyKey {
+                    policy.idempotency[loaded.route.id]?.abandon(scope: loaded.route.id, key: idempotencyKey)
+                }
                 var decision = Decision(
                     scenario: loaded.scenario.name, route: loaded.route.id, step: nil, unmatched: nil,
                     plan: ResponsePlanner.scriptExhausted(input.request, routeID: loaded.route.id, played: total))
@@ -224,8 +228,16 @@ public final class Engine {
                 key: retryKey, sequence: requestID, status: step.status, retryAfter: retryAfter, waitMilliseconds: wait,
                 nowMilliseconds: now.monotonicMilliseconds)
         }
+        // Only a step that answers normally, or a commit-then-* fault, has done the work; any other fault
+        // broke the exchange before anything was committed, so the key is free for the retry.
         let commits = step.fault.map { [.commitThenReset, .commitThenHang].contains($0.name) } ?? false
-        if sideEffecting && (step.status < 400 || commits) {
+        if let idempotencyKey, step.fault != nil, !commits {
+            policy.idempotency[loaded.route.id]?.abandon(scope: loaded.route.id, key: idempotencyKey)
+            plan.response = nil
+            decision.plan = plan
+            return decision
+        }
+        if sideEffecting && step.fault == nil && step.status < 400 || sideEffecting && commits {
             policy.idempotency[loaded.route.id]?.recordSideEffect(scope: loaded.route.id, key: idempotencyKey)
             notes.append("side effect: \(loaded.route.id) created a resource")
         }
