@@ -19,8 +19,10 @@ let package = Package(
         .target(name: "FaultlineCore"),
         .target(name: "Faultline", dependencies: ["FaultlineCore", "CLibevent"]),
         .executableTarget(name: "faultline", dependencies: ["Faultline"]),
+        // Example URLSession clients, a careful one and a naive one, judged by the tests against the bundled scenarios.
+        .target(name: "ExampleClients", path: "Examples/ExampleClients"),
         .testTarget(name: "FaultlineCoreTests", dependencies: ["FaultlineCore"]),
-        .testTarget(name: "FaultlineTests", dependencies: ["Faultline", "FaultlineCore"]),
+        .testTarget(name: "FaultlineTests", dependencies: ["Faultline", "FaultlineCore", "ExampleClients"]),
     ],
     swiftLanguageModes: [.v6]
 )

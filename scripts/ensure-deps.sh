@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what building and testing Faultline needs on Debian, only when it is missing:
-#   libevent-dev (the server), curl (live tests), Python's requests + pytest (client tests).
+#   libevent-dev (the server), curl (live tests), Python's requests + pytest + jsonschema (client and schema tests).
 # Usage: scripts/ensure-deps.sh [build|test|bench]
 set -euo pipefail
 need="${1:-build}"
@@ -23,8 +23,8 @@ if [ "${#apt_packages[@]}" -gt 0 ]; then
 fi
 
 if [ "$need" = test ]; then
-    if ! python3 -c 'import requests, pytest' 2>/dev/null; then
-        echo "ensure-deps: installing Python packages requests, pytest" >&2
-        python3 -m pip install -q requests pytest
+    if ! python3 -c 'import requests, pytest, jsonschema' 2>/dev/null; then
+        echo "ensure-deps: installing Python packages requests, pytest, jsonschema" >&2
+        python3 -m pip install -q requests pytest jsonschema
     fi
 fi

@@ -242,7 +242,25 @@ extension Engine {
         var passed = true
         for scenario in scenarios {
             guard let expect = scenario.expect else { continue }
-            for verdict in Verdicts.evaluate(expect, input) {
+            // Each scenario is judged on its own routes, its rate limits and (when it declares auth) token calls.
+            let routeIDs = Set(scenario.routes.map(\.id))
+            let limitIDs = Set(scenario.rateLimits.map(\.rule.id))
+            var own = input
+            own.entries = input.entries.filter { entry in
+                guard let route = entry.route else { return false }
+                if route == "auth:token" { return scenario.auth != nil }
+                if route.hasPrefix("rate-limit:") { return limitIDs.contains(String(route.dropFirst(11))) }
+                return entry.scenario == scenario.name
+            }
+            own.retryAfter = input.retryAfter.filter { observation in
+                routeIDs.contains { observation.key.hasPrefix("route \($0) [") }
+                    || limitIDs.contains { observation.key.hasPrefix("rate-limit \($0) [") }
+            }
+            if scenario.auth == nil {
+                own.refreshCalls = nil
+                own.maxRefreshesInFlight = nil
+            }
+            for verdict in Verdicts.evaluate(expect, own) {
                 passed = passed && verdict.passed
                 var json = verdict.json()
                 if case .object(var members) = json {

@@ -1,0 +1,86 @@
+import ExampleClients
+import Faultline
+import FaultlineCore
+import Foundation
+import Testing
+
+/// The example URLSession clients against the bundled scenarios: the careful client passes every verdict,
+/// the naive one fails exactly the rules it breaks, with evidence naming its requests.
+@Suite struct ExampleClientTests {
+    static func server(_ file: String) throws -> FaultlineServer {
+        let path = TestSupport.repositoryRoot.appendingPathComponent("scenarios/\(file)").path
+        return try FaultlineServer(configuration: .init(scenarios: ScenarioLoader.load(paths: [path])))
+    }
+
+    /// Failed rules of the report, and the explanations by rule.
+    static func verdicts(_ server: FaultlineServer) throws -> (failed: Set<String>, explanations: [String: String]) {
+        let report = try TestSupport.admin(server, "report")
+        let verdicts = report["verdicts"] as? [[String: Any]] ?? []
+        #expect(!verdicts.isEmpty)
+        var explanations: [String: String] = [:]
+        for verdict in verdicts { explanations[verdict["rule"] as! String] = verdict["explanation"] as? String }
+        return (Set(verdicts.filter { $0["passed"] as? Bool == false }.map { $0["rule"] as! String }), explanations)
+    }
+
+    @Test func carefulPOSTSurvivesTheUnknownOutcome() async throws {
+        let server = try Self.server("idempotent-orders.json")
+        defer { Task { await server.stop() } }
+        let client = CarefulClient(baseURL: server.baseURL)
+        let order = try await client.post("shop/v1/orders", json: ["sku": "w-1"])
+        #expect(order["id"] as? String == "o-1")
+        #expect(try Self.verdicts(server).failed.isEmpty)
+    }
+
+    @Test func naivePOSTRetriesWithoutAKey() async throws {
+        let server = try Self.server("idempotent-orders.json")
+        defer { Task { await server.stop() } }
+        let status = await NaiveClient(baseURL: server.baseURL).send("POST", "shop/v1/orders", json: ["sku": "w-1"])
+        #expect(status == 400, "the route requires a key")
+        let (failed, explanations) = try Self.verdicts(server)
+        #expect(failed == ["retriesOnlyReplayable"])
+        #expect(explanations["retriesOnlyReplayable"]?.hasPrefix("request #2 repeated POST /shop/v1/orders of #1") == true)
+    }
+
+    @Test func carefulClientWaitsAsRetryAfterAsks() async throws {
+        let server = try Self.server("rate-limit.json")
+        defer { Task { await server.stop() } }
+        let client = CarefulClient(baseURL: server.baseURL)
+        for _ in 0..<4 { _ = try await client.get("search-api/v1/search") }
+        let limited = await server.requests(JournalFilter(route: "rate-limit:search"))
+        #expect(limited.count == 1, "the fourth search was limited once, then waited")
+        #expect(try Self.verdicts(server).failed.isEmpty)
+    }
+
+    @Test func naiveClientRetriesTooSoon() async throws {
+        let server = try Self.server("rate-limit.json")
+        defer { Task { await server.stop() } }
+        let client = NaiveClient(baseURL: server.baseURL)
+        for _ in 0..<4 { await client.send("GET", "search-api/v1/search") }
+        let (failed, explanations) = try Self.verdicts(server)
+        #expect(failed == ["honorsRetryAfter"])
+        #expect(explanations["honorsRetryAfter"]?.contains("whose Retry-After asked for 1000 ms") == true)
+    }
+
+    @Test func concurrent401sShareOneRefreshOnlyInTheCarefulClient() async throws {
+        let careful = try Self.server("token-refresh.json")
+        defer { Task { await careful.stop() } }
+        _ = try TestSupport.admin(careful, "auth/expire", method: "POST")
+        let client = CarefulClient(baseURL: careful.baseURL, tokenPath: "/bank/oauth/token", initialToken: "token-1")
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for i in 0..<6 { group.addTask { _ = try await client.get("bank/v1/accounts/a\(i)") } }
+            try await group.waitForAll()
+        }
+        #expect(try Self.verdicts(careful).failed.isEmpty)
+
+        let naiveServer = try Self.server("token-refresh.json")
+        defer { Task { await naiveServer.stop() } }
+        _ = try TestSupport.admin(naiveServer, "auth/expire", method: "POST")
+        let naive = NaiveClient(baseURL: naiveServer.baseURL, tokenPath: "/bank/oauth/token", initialToken: "token-1")
+        await withTaskGroup(of: Void.self) { group in
+            for i in 0..<6 { group.addTask { await naive.send("GET", "bank/v1/accounts/a\(i)") } }
+        }
+        let (failed, explanations) = try Self.verdicts(naiveServer)
+        #expect(failed == ["singleFlightRefresh", "maxRefreshes"])
+        #expect(explanations["singleFlightRefresh"]?.contains("token refreshes were in flight at once") == true)
+    }
+}
