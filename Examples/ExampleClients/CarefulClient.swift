@@ -155,7 +155,8 @@ actor TokenStore {
     func refresh(after stale: String?) async throws {
         if token != stale, token != nil { return }
         if let inFlight {
-            _ = try await inFlight.value
+            // The refresher may not have stored the token yet when we resume: store it ourselves.
+            token = try await inFlight.value
             return
         }
         let task = Task { try await fetch() }

@@ -36,6 +36,7 @@ final class AdminAPI {
     static let endpoints: [(method: String, path: String, summary: String)] = [
         ("GET", "/__faultline/health", "liveness, version, counters"),
         ("GET", "/__faultline/requests", "journal entries; filters: route, method, path, status, since, matched, malformed, completed, limit"),
+        ("GET", "/__faultline/requests.har", "the journal as an HTTP Archive (HAR 1.2); the same filters as /requests"),
         ("GET", "/__faultline/requests/count", "number of journal entries matching the same filters"),
         ("GET", "/__faultline/requests/wait", "long-poll until count=N entries match the filters, or timeoutMs passes"),
         ("DELETE", "/__faultline/requests", "forget the journal's entries (sequence numbers and counters go on)"),
@@ -59,7 +60,7 @@ final class AdminAPI {
         switch path {
         case "health": methods = ["GET"]
         case "requests": methods = ["GET", "DELETE"]
-        case "requests/count", "requests/wait": methods = ["GET"]
+        case "requests/count", "requests/wait", "requests.har": methods = ["GET"]
         case "scenarios": methods = ["GET", "POST"]
         case "scenarios/reset", "shutdown", "auth/expire": methods = ["POST"]
         case "state", "report": methods = ["GET"]
@@ -105,6 +106,9 @@ final class AdminAPI {
                 ("requests", .array(entries.map { $0.json() })),
                 ("counters", core.journal.countersJSON()),
             ]))
+        case ("GET", "requests.har"), ("HEAD", "requests.har"):
+            let limit = param("limit").flatMap(Int.init).map { max($0, 0) }
+            respond(200, HAR.document(core.journal.query(filter, limit: limit), creatorVersion: Faultline.version))
         case ("DELETE", "requests"):
             let cleared = core.journal.retainedCount
             core.journal.clear()

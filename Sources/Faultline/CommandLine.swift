@@ -6,6 +6,8 @@ public enum CommandLineRequest: Equatable, Sendable {
     case validate(paths: [String])
     /// Fetch `/__faultline/report` from a running server; exit non-zero on any failed rule.
     case verify(url: String)
+    /// Fetch a running server's journal as HAR or NDJSON and write it to a file or stdout.
+    case export(ExportOptions)
     case help(topic: String?)
     case version
 }
@@ -19,8 +21,33 @@ public struct ServeOptions: Equatable, Sendable {
     public var journalCapacity = 10_000
     public var maxBodyBytes = 10 * 1024 * 1024
     public var headerTimeoutMilliseconds = 10_000
+    /// Append each journal entry to this file as a line of JSON when its exchange ends.
+    public var journalFile: String?
 
     public init() {}
+}
+
+/// Options of `faultline export`.
+public struct ExportOptions: Equatable, Sendable {
+    /// What `export` writes.
+    public enum Format: String, Equatable, Sendable, CaseIterable {
+        /// An HTTP Archive 1.2 document (`GET /__faultline/requests.har`).
+        case har
+        /// One journal entry per line, as `GET /__faultline/requests` gives them.
+        case ndjson
+    }
+
+    /// `http://HOST:PORT` of a running faultline.
+    public var url: String
+    public var format: Format = .har
+    /// Where to write; nil for stdout.
+    public var output: String?
+
+    public init(url: String, format: Format = .har, output: String? = nil) {
+        self.url = url
+        self.format = format
+        self.output = output
+    }
 }
 
 /// A command line that cannot be carried out; the message says what to change. Exit code 64 (EX_USAGE).
@@ -36,9 +63,10 @@ public enum FaultlineCommandLine {
 
         USAGE
           faultline serve [PATHS…] [--host H] [--port N] [--port-file F] [--max-journal N]
-                          [--max-body BYTES] [--header-timeout MS]
+                          [--max-body BYTES] [--header-timeout MS] [--journal F]
           faultline validate PATHS…
           faultline verify --url http://127.0.0.1:PORT
+          faultline export --url http://127.0.0.1:PORT [--format har|ndjson] [--output F]
           faultline --help | --version
 
         serve      Serve the scenario files or folders given (default: ./scenarios). The first line on
@@ -46,6 +74,7 @@ public enum FaultlineCommandLine {
                    POST /__faultline/shutdown.
         validate   Check scenario files; print every problem with file, JSON path and message.
         verify     Print a running server's verdicts (GET /__faultline/report); exit 1 if any rule failed.
+        export     Write a running server's journal as HAR 1.2 (default) or NDJSON, to --output F or stdout.
 
         OPTIONS
           --host H            interface to bind (default 127.0.0.1; loopback unless you say otherwise)
@@ -54,10 +83,11 @@ public enum FaultlineCommandLine {
           --max-journal N     journal entries kept (default 10000; counters stay exact after eviction)
           --max-body BYTES    largest request body accepted; larger gets 413 (default 10485760)
           --header-timeout MS header section deadline; slower clients get 408 (default 10000)
+          --journal F         append each journal entry to F as a line of JSON (NDJSON) when its exchange ends
 
         EXIT CODES
-          0 success · 1 scenario files invalid, or a verdict failed · 2 server failed to start or could not
-          be reached · 64 bad command line
+          0 success · 1 scenario files invalid, a verdict failed, or the export could not be written · 2 server
+          failed to start (port in use, journal file not writable) or could not be reached · 64 bad command line
         """
 
     public static func parse(_ arguments: [String]) throws(CommandLineError) -> CommandLineRequest {
@@ -82,8 +112,10 @@ public enum FaultlineCommandLine {
                 throw CommandLineError(message: "verify: give --url http://HOST:PORT of a running faultline")
             }
             return .verify(url: rest[1])
+        case "export":
+            return try parseExport(rest)
         default:
-            throw CommandLineError(message: "unknown command \"\(command)\"; try serve, validate, --help or --version")
+            throw CommandLineError(message: "unknown command \"\(command)\"; try serve, validate, verify, export, --help or --version")
         }
     }
 
@@ -120,6 +152,7 @@ public enum FaultlineCommandLine {
             case "--max-journal": options.journalCapacity = try integer(argument, 1...10_000_000)
             case "--max-body": options.maxBodyBytes = try integer(argument, 0...(1 << 30))
             case "--header-timeout": options.headerTimeoutMilliseconds = try integer(argument, 1...3_600_000)
+            case "--journal": options.journalFile = try value(argument)
             default:
                 if argument.hasPrefix("-") && argument != "-" {
                     throw CommandLineError(message: "serve: unknown option \(argument)")
@@ -130,5 +163,42 @@ public enum FaultlineCommandLine {
             index += 1
         }
         return .serve(options)
+    }
+
+    private static func parseExport(_ arguments: [String]) throws(CommandLineError) -> CommandLineRequest {
+        var url: String?
+        var format = ExportOptions.Format.har
+        var output: String?
+        var index = 0
+        while index < arguments.count {
+            var flag = arguments[index]
+            var inline: String?
+            if flag.hasPrefix("--"), let eq = flag.firstIndex(of: "=") {
+                inline = String(flag[flag.index(after: eq)...])
+                flag = String(flag[..<eq])
+            }
+            func value() throws(CommandLineError) -> String {
+                if let inline { return inline }
+                index += 1
+                guard index < arguments.count else { throw CommandLineError(message: "export: \(flag) needs a value") }
+                return arguments[index]
+            }
+            switch flag {
+            case "--help", "-h": return .help(topic: "export")
+            case "--url", "-u": url = try value()
+            case "--output", "-o": output = try value()
+            case "--format", "-f":
+                let text = try value()
+                guard let chosen = ExportOptions.Format(rawValue: text) else {
+                    throw CommandLineError(message: "export: --format must be har or ndjson, got \"\(text)\"")
+                }
+                format = chosen
+            default:
+                throw CommandLineError(message: "export: unexpected argument \(flag)")
+            }
+            index += 1
+        }
+        guard let url else { throw CommandLineError(message: "export: give --url http://HOST:PORT of a running faultline") }
+        return .export(ExportOptions(url: url, format: format, output: output))
     }
 }

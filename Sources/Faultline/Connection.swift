@@ -61,6 +61,8 @@ final class Connection {
     let clientAddress: String
     /// The client's address without its port: what a per-client rate limit counts.
     let clientHost: String
+    /// Monotonic ms at accept: a request on a connection opened after a 429 went out is a follow-up of it.
+    let openedAtMilliseconds = Clock.monotonicNanos() / 1_000_000
     private unowned let server: ServerCore
     private var bufferEvent: OpaquePointer?
     private var parser: HTTPRequestParser
@@ -223,7 +225,7 @@ final class Connection {
             body: request.body, bodySize: request.body.count)
         let decision = server.engine.decide(
             request, requestID: server.journal.nextSequence, connectionRequestIndex: index, client: clientHost,
-            now: server.now())
+            now: server.now(), connection: id, connectionOpenedAt: openedAtMilliseconds)
         entry.scenario = decision.scenario
         entry.route = decision.route
         entry.step = decision.step

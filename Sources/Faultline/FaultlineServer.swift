@@ -31,11 +31,14 @@ public final class FaultlineServer: Sendable {
         public var parserLimits = HTTPParserLimits()
         /// A request's header section must be complete this long after its first byte, or it gets 408.
         public var headerTimeoutMilliseconds: Int = 10_000
+        /// Append every journal entry to this file as one line of JSON (NDJSON) when its exchange ends; nil for
+        /// none. The file is opened (created if needed) when the server starts.
+        public var journalFile: String?
 
         public init(
             host: String = "127.0.0.1", port: Int = 0, scenarios: [Scenario] = [], journalCapacity: Int = 10_000,
             journalBodyBytes: Int = 64 * 1024, parserLimits: HTTPParserLimits = HTTPParserLimits(),
-            headerTimeoutMilliseconds: Int = 10_000
+            headerTimeoutMilliseconds: Int = 10_000, journalFile: String? = nil
         ) {
             self.host = host
             self.port = port
@@ -44,6 +47,7 @@ public final class FaultlineServer: Sendable {
             self.journalBodyBytes = journalBodyBytes
             self.parserLimits = parserLimits
             self.headerTimeoutMilliseconds = headerTimeoutMilliseconds
+            self.journalFile = journalFile
         }
     }
 
@@ -61,10 +65,12 @@ public final class FaultlineServer: Sendable {
         URL(string: "http://\(host.contains(":") ? "[\(host)]" : host):\(port)")!
     }
 
-    /// Binds, then starts the loop thread. Throws when the address cannot be bound.
+    /// Opens the journal file if one is configured, binds, then starts the loop thread. Throws when the file
+    /// cannot be opened or the address cannot be bound.
     public init(configuration: Configuration) throws(ServerError) {
         loop = try EventLoop()
         core = ServerCore(loop: loop, configuration: configuration)
+        if let path = configuration.journalFile { core.journalFile = try JournalFile(path: path) }
         try core.listen()
         port = core.port
         host = configuration.host

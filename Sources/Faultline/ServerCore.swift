@@ -25,6 +25,8 @@ final class ServerCore: @unchecked Sendable {
     let startedAtMonotonic = Clock.monotonicNanos()
     /// Called on the loop thread whenever the journal changes (admin long-polls wait on it).
     var journalObservers: [(ServerCore) -> Void] = []
+    /// `serve --journal F`: finished entries appended as NDJSON. Set before the loop starts.
+    var journalFile: JournalFile?
 
     var connectionCount: Int { connections.count }
 
@@ -142,12 +144,14 @@ final class ServerCore: @unchecked Sendable {
     @discardableResult
     func record(_ entry: JournalEntry) -> Int {
         let sequence = journal.record(entry)
+        if let journalFile, let stored = journal.entry(sequence) { journalFile.recorded(stored) }
         notifyJournalObservers()
         return sequence
     }
 
     func updateEntry(_ sequence: Int, _ change: (inout JournalEntry) -> Void) {
         journal.update(sequence, change)
+        journalFile?.update(sequence, change)
         notifyJournalObservers()
     }
 
@@ -198,6 +202,7 @@ final class ServerCore: @unchecked Sendable {
         signalEvents = []
         admin.stop()
         for connection in Array(connections.values) { connection.teardown(outcomeForQueued: .cancelled) }
+        journalFile?.close()
         loop.breakLoop()
     }
 

@@ -9,8 +9,8 @@ import FoundationNetworking
 import Glibc
 #endif
 
-// The CLI is thin: parse, then call the library. Exit codes: 0 ok, 1 invalid scenarios, 2 cannot start,
-// 64 bad command line (EX_USAGE).
+// The CLI is thin: parse, then call the library. Exit codes: 0 ok, 1 invalid scenarios (or a failed verdict,
+// or an export that cannot be written), 2 cannot start or cannot reach the server, 64 bad command line (EX_USAGE).
 
 func fail(_ message: String, code: Int32) -> Never {
     FileHandle.standardError.write(Data("faultline: \(message)\n".utf8))
@@ -67,6 +67,45 @@ case .verify(let url):
     let failed = verdicts.filter { ($0["passed"] as? Bool) != true }.count
     print("\(verdicts.count - failed) of \(verdicts.count) verdicts passed")
     exit(failed == 0 ? 0 : 1)
+case .export(let options):
+    var base = options.url
+    while base.hasSuffix("/") { base.removeLast() }
+    let endpoint = options.format == .har ? "/__faultline/requests.har" : "/__faultline/requests"
+    guard let exportURL = URL(string: base + endpoint), exportURL.host != nil else {
+        fail("export: \(options.url) is not an http URL", code: 64)
+    }
+    let document: JSONValue
+    do {
+        let (data, response) = try await URLSession.shared.data(from: exportURL)
+        guard (response as? HTTPURLResponse)?.statusCode == 200, let parsed = try? JSONValue.parse(Array(data)) else {
+            fail("export: \(exportURL) did not answer with the journal", code: 2)
+        }
+        document = parsed
+    } catch {
+        fail("export: cannot reach \(exportURL): \(error.localizedDescription)", code: 2)
+    }
+    // Parsed with Faultline's own JSON reader, which keeps key order and number text, so NDJSON lines are
+    // byte for byte the entries of /__faultline/requests and the HAR is the server's document, indented.
+    let text: String
+    switch options.format {
+    case .har:
+        text = document.prettySerialized() + "\n"
+    case .ndjson:
+        guard case .array(let entries)? = document["requests"] else {
+            fail("export: \(exportURL) did not answer with the journal", code: 2)
+        }
+        text = entries.map { $0.serialized() + "\n" }.joined()
+    }
+    if let output = options.output {
+        do {
+            try Data(text.utf8).write(to: URL(fileURLWithPath: output), options: .atomic)
+        } catch {
+            fail("export: cannot write \(output): \(error.localizedDescription)", code: 1)
+        }
+    } else {
+        FileHandle.standardOutput.write(Data(text.utf8))
+    }
+    exit(0)
 case .serve(let options):
     let paths = options.paths.isEmpty ? ["scenarios"] : options.paths
     let scenarios: [Scenario]
@@ -80,6 +119,7 @@ case .serve(let options):
     configuration.journalCapacity = options.journalCapacity
     configuration.parserLimits.maxBodyBytes = options.maxBodyBytes
     configuration.headerTimeoutMilliseconds = options.headerTimeoutMilliseconds
+    configuration.journalFile = options.journalFile
     let server: FaultlineServer
     do {
         server = try FaultlineServer(configuration: configuration)

@@ -349,8 +349,8 @@ struct RetryAfterTrackerTests {
         #expect(tracker.observations.count == 1)
     }
 
-    @Test("a newer advertisement for a key replaces the pending one")
-    func replacement() {
+    @Test("advertisements pending for one key are answered oldest first")
+    func queueing() {
         var tracker = RetryAfterTracker()
         tracker.advertised(key: "k", sequence: 1, status: 429, retryAfter: "1", waitMilliseconds: 1000,
                            nowMilliseconds: 0)
@@ -358,17 +358,15 @@ struct RetryAfterTrackerTests {
                            nowMilliseconds: 0)
         tracker.advertised(key: "k", sequence: 3, status: 503, retryAfter: "5", waitMilliseconds: 5000,
                            nowMilliseconds: 2000)
-        #expect(tracker.pending == [
-            RetryAfterTracker.Advertisement(key: "j", sequence: 2, sentAtMilliseconds: 0,
-                                            earliestRetryMilliseconds: 1000, status: 429, retryAfter: "1"),
-            RetryAfterTracker.Advertisement(key: "k", sequence: 3, sentAtMilliseconds: 2000,
-                                            earliestRetryMilliseconds: 7000, status: 503, retryAfter: "5"),
-        ])
-        // Judged against the newer advertisement: early by 3 s, though the older one had long passed.
-        let observation = tracker.arrived(key: "k", sequence: 4, nowMilliseconds: 4000)
-        #expect(observation?.advertisedSequence == 3)
-        #expect(observation?.earlyByMilliseconds == 3000)
-        #expect(observation?.actualWaitMilliseconds == 2000)
+        #expect(tracker.pending.map(\.sequence) == [1, 2, 3])
+        // The first retry with "k" answers #1 (long passed), the second answers #3 (early by 3 s).
+        let first = tracker.arrived(key: "k", sequence: 4, nowMilliseconds: 4000)
+        #expect(first?.advertisedSequence == 1 && first?.earlyByMilliseconds == 0)
+        let second = tracker.arrived(key: "k", sequence: 5, nowMilliseconds: 4000)
+        #expect(second?.advertisedSequence == 3)
+        #expect(second?.earlyByMilliseconds == 3000)
+        #expect(second?.actualWaitMilliseconds == 2000)
+        #expect(tracker.pending.map(\.sequence) == [2])
     }
 
     @Test("stateJSON reports counts, observations and pending advertisements; reset clears them")

@@ -65,7 +65,7 @@ import Glibc
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try TestSupport.launchLock.withLock { try process.run() }
         defer { if process.isRunning { process.terminate() } }
 
         // The first line arrives as soon as the server listens; reading it is the wait.

@@ -8,7 +8,9 @@ import Glibc
 #endif
 
 /// Faults as the wire shows them to a raw socket: RST versus FIN, half-close, hang release, connection
-/// policies, chaos reproducibility, and a thousand held connections on one loop thread.
+/// policies and chaos reproducibility. (A thousand held connections are tested from Python, tests/python/
+/// test_scale.py: thousands of sockets in this process made Foundation's Process.run crash while other tests
+/// spawned curl.)
 @Suite struct FaultWireTests {
     static func scenario(_ steps: String, extra: String = "", seed: Int = 1) -> String {
         #"{"name": "w", "seed": \#(seed)\#(extra), "routes": [ { "id": "r", "match": { "path": "/r" }, "responses": [\#(steps)] }, { "id": "ok", "match": { "path": "/ok" }, "responses": [ { "text": "ok" } ] } ] }"#
@@ -113,38 +115,5 @@ import Glibc
         #expect(first == second)
         #expect(first != other)
         #expect(first.contains { $0.hasSuffix("true") } && first.contains { $0.hasSuffix("false") })
-    }
-
-    @Test func aThousandHungConnectionsLeaveTheLoopResponsive() async throws {
-        let server = try TestSupport.server([Self.scenario(#"{ "fault": "hang" }"#)])
-        defer { Task { await server.stop() } }
-        var clients = try (0..<1000).map { _ in try RawClient(port: server.port) }
-        for client in clients { try client.send(Self.get) }
-        let all = try TestSupport.admin(server, "requests/wait?count=1000&timeoutMs=20000")
-        #expect(all["satisfied"] as? Bool == true)
-        let start = Date()
-        let health = try TestSupport.admin(server, "health")
-        #expect(health["status"] as? String == "ok")
-        #expect((health["connections"] as? Int ?? 0) >= 1000)
-        #expect(Date().timeIntervalSince(start) < 1, "health answered while 1000 connections hang")
-        clients.removeAll()  // every client closes
-        let released = try TestSupport.admin(server, "requests/wait?count=1000&completed=true&timeoutMs=20000")
-        #expect(released["satisfied"] as? Bool == true)
-        #expect(await server.requests(JournalFilter(completed: true)).allSatisfy { $0.outcome == .hangReleased })
-    }
-
-    @Test func aThousandOneSecondDelaysAreServedOnTime() async throws {
-        let server = try TestSupport.server([Self.scenario(#"{ "delayMs": 1000, "text": "late" }"#)])
-        defer { Task { await server.stop() } }
-        let clients = try (0..<1000).map { _ in try RawClient(port: server.port) }
-        for client in clients { try client.send(Self.get) }
-        for client in clients { #expect(client.readResponses(1, seconds: 20).first?.body == "late") }
-        let durations = await server.requests().compactMap { entry in
-            entry.finishedAtMonotonicNanos.map { Double($0 - entry.receivedAtMonotonicNanos) / 1e6 }
-        }
-        #expect(durations.count == 1000)
-        #expect(durations.allSatisfy { $0 >= 1000 }, "no response before its delay; earliest \(durations.min() ?? 0) ms")
-        let late = durations.filter { $0 > 1250 }
-        #expect(late.isEmpty, "responses later than 1.25 s: \(late.count), worst \(durations.max() ?? 0) ms")
     }
 }

@@ -116,7 +116,9 @@ extension Engine {
             case .header(let name): bucket = request.headers[name] ?? ""
             }
             let trackerKey = "rate-limit \(scoped.rule.id) [\(bucket)]"
-            if let seen = policy.retryAfter.arrived(key: trackerKey, sequence: requestID, nowMilliseconds: now.monotonicMilliseconds) {
+            if let seen = policy.retryAfter.arrived(
+                key: trackerKey, sequence: requestID, nowMilliseconds: now.monotonicMilliseconds, connection: currentConnection,
+            connectionOpenedAtMilliseconds: currentConnectionOpenedAt) {
                 notes.append(Self.describe(seen))
             }
             switch policy.limiter.check(
@@ -127,7 +129,7 @@ extension Engine {
                 let retryAfter = headers.first { $0.name.caseInsensitiveEquals("retry-after") }?.value ?? ""
                 policy.retryAfter.advertised(
                     key: trackerKey, sequence: requestID, status: status, retryAfter: retryAfter, waitMilliseconds: wait,
-                    nowMilliseconds: now.monotonicMilliseconds)
+                    nowMilliseconds: now.monotonicMilliseconds, connection: currentConnection)
                 notes.append("rate limit \(scoped.rule.id): \(status), Retry-After \(retryAfter)")
                 var response = HTTPResponse.json(status, .object([
                     ("error", .string(status == 429 ? "rate limited" : "service unavailable")),

@@ -47,6 +47,10 @@ public final class Engine {
     private var randoms: [SeededRandom] = []
     private var nextResourceID = 1
     var policy = PolicyState(scenarios: [], now: EngineInstant())
+    /// The connection of the request being decided, for Retry-After judgements.
+    var currentConnection = 0
+    /// When that connection was opened (monotonic ms).
+    var currentConnectionOpenedAt: UInt64 = 0
     private var loadedAt = EngineInstant()
 
     private struct CursorKey: Hashable {
@@ -94,8 +98,10 @@ public final class Engine {
     /// connection, for the connection policy.
     public func decide(
         _ request: HTTPRequest, requestID: Int, connectionRequestIndex: Int = 0, client: String = "",
-        now: EngineInstant = EngineInstant()
+        now: EngineInstant = EngineInstant(), connection: Int = 0, connectionOpenedAt: UInt64 = 0
     ) -> Decision {
+        currentConnection = connection
+        currentConnectionOpenedAt = connectionOpenedAt
         let input = MatchInput(request: request)
         var extraHeaders: [(name: String, value: String)] = []
         var notes: [String] = []
@@ -153,7 +159,9 @@ public final class Engine {
         let key = CursorKey(route: index, partition: partitionValue)
         // Scripted Retry-After (a 503 step, say) is judged per route and script partition.
         let retryKey = "route \(loaded.route.id) [\(partitionValue)]"
-        if let seen = policy.retryAfter.arrived(key: retryKey, sequence: requestID, nowMilliseconds: now.monotonicMilliseconds) {
+        if let seen = policy.retryAfter.arrived(
+            key: retryKey, sequence: requestID, nowMilliseconds: now.monotonicMilliseconds, connection: currentConnection,
+            connectionOpenedAtMilliseconds: currentConnectionOpenedAt) {
             notes.append(Self.describe(seen))
         }
         var idempotencyKey: String?
@@ -226,7 +234,7 @@ public final class Engine {
            let wait = RetryAfterTracker.waitMilliseconds(retryAfter: retryAfter, wallSeconds: now.wallSeconds) {
             policy.retryAfter.advertised(
                 key: retryKey, sequence: requestID, status: step.status, retryAfter: retryAfter, waitMilliseconds: wait,
-                nowMilliseconds: now.monotonicMilliseconds)
+                nowMilliseconds: now.monotonicMilliseconds, connection: currentConnection)
         }
         // Only a step that answers normally, or a commit-then-* fault, has done the work; any other fault
         // broke the exchange before anything was committed, so the key is free for the retry.

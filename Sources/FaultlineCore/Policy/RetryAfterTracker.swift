@@ -14,6 +14,8 @@ public struct RetryAfterTracker: Sendable {
         public var status: Int
         /// The `Retry-After` field value as sent.
         public var retryAfter: String
+        /// The connection the advertisement went out on (0 when unknown).
+        public var connection: Int = 0
 
         /// An advertisement as `RetryAfterTracker.advertised` records it.
         public init(
@@ -61,36 +63,57 @@ public struct RetryAfterTracker: Sendable {
 
     /// Judged retries, in the order they arrived.
     public private(set) var observations: [Observation] = []
-    private var pendingByKey: [String: Advertisement] = [:]
+    /// Per key, the advertisements not yet answered by a retry, oldest first.
+    private var pendingByKey: [String: [Advertisement]] = [:]
 
     /// A tracker with nothing pending and nothing observed.
     public init() {}
 
     /// Advertisements still waiting for a request with their key, oldest first (by sequence).
     public var pending: [Advertisement] {
-        pendingByKey.values.sorted { $0.sequence < $1.sequence }
+        pendingByKey.values.flatMap { $0 }.sorted { $0.sequence < $1.sequence }
     }
 
     /// A response with `Retry-After` went out (or is about to) for `key` at `nowMilliseconds`, asking the client to
     /// wait `waitMilliseconds` (what the field value means; see `waitMilliseconds(retryAfter:wallSeconds:)`).
-    /// It replaces any advertisement still pending for the key: only the latest one binds the client.
+    /// Several may be pending for one key (concurrent requests limited together); each later request with the
+    /// key is taken as the retry of the oldest one still pending, so a burst of limited requests is judged
+    /// request by request.
     public mutating func advertised(
-        key: String, sequence: Int, status: Int, retryAfter: String, waitMilliseconds: Int, nowMilliseconds: UInt64
+        key: String, sequence: Int, status: Int, retryAfter: String, waitMilliseconds: Int, nowMilliseconds: UInt64,
+        connection: Int = 0
     ) {
         let earliest = nowMilliseconds.addingReportingOverflow(UInt64(max(0, waitMilliseconds)))
-        pendingByKey[key] = Advertisement(
+        pendingByKey[key, default: []].append(Advertisement(
             key: key, sequence: sequence, sentAtMilliseconds: nowMilliseconds,
             earliestRetryMilliseconds: earliest.overflow ? UInt64.max : earliest.partialValue, status: status,
-            retryAfter: retryAfter)
+            retryAfter: retryAfter))
+        pendingByKey[key]![pendingByKey[key]!.count - 1].connection = connection
     }
 
-    /// A request with `key` arrived; if an advertisement for that key is pending, it is judged and cleared.
+    /// A request on another connection that was already open when the advertisement went out, arriving this
+    /// soon after it, was already on its way (the client could not have read the 429 yet): not judged as a retry.
+    public static let concurrencyGraceMilliseconds: UInt64 = 10
+
+    /// A request with `key` arrived; if an advertisement for that key is pending, the oldest is judged and cleared.
     /// A request whose sequence is not after the advertisement's (the limited request itself, when the caller
     /// reports its arrival after advertising) is not a retry and leaves the advertisement pending.
     @discardableResult
-    public mutating func arrived(key: String, sequence: Int, nowMilliseconds: UInt64) -> Observation? {
-        guard let advertisement = pendingByKey[key], sequence > advertisement.sequence else { return nil }
-        pendingByKey[key] = nil
+    /// `connection` and `connectionOpenedAtMilliseconds` tell a retry from a request that was already in flight.
+    public mutating func arrived(
+        key: String, sequence: Int, nowMilliseconds: UInt64, connection: Int = 0,
+        connectionOpenedAtMilliseconds: UInt64 = 0
+    ) -> Observation? {
+        // The oldest advertisement this request can be the follow-up of: one sent on the same connection (a
+        // sequential retry), one sent before this connection was opened, or one it clearly came after.
+        guard let index = pendingByKey[key]?.firstIndex(where: { advertisement in
+            sequence > advertisement.sequence
+                && (connection == advertisement.connection && connection != 0
+                    || connection != 0 && connectionOpenedAtMilliseconds >= advertisement.sentAtMilliseconds
+                    || nowMilliseconds >= advertisement.sentAtMilliseconds + Self.concurrencyGraceMilliseconds)
+        }) else { return nil }
+        let advertisement = pendingByKey[key]!.remove(at: index)
+        if pendingByKey[key]!.isEmpty { pendingByKey[key] = nil }
         let sent = advertisement.sentAtMilliseconds
         let earliest = advertisement.earliestRetryMilliseconds
         let observation = Observation(

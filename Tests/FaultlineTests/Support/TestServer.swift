@@ -39,6 +39,8 @@ enum TestSupport {
         var stderr: String
     }
 
+    static let launchLock = NSLock()
+
     /// Runs a program to completion (bounded by its own options, e.g. curl's --max-time).
     static func run(_ executable: String, _ arguments: [String]) throws -> ProcessResult {
         let process = Process()
@@ -52,7 +54,9 @@ enum TestSupport {
         defer { try? FileManager.default.removeItem(at: errURL) }
         process.standardOutput = out
         process.standardError = err
-        try process.run()
+        // Foundation's Process.run is not safe to call from several threads at once on Linux (it crashed in
+        // memmove while parallel tests spawned curl); launches are serialized, the runs still overlap.
+        try launchLock.withLock { try process.run() }
         let stdout = out.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         try? err.close()

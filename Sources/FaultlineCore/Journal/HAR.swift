@@ -1,0 +1,153 @@
+/// The journal as an HTTP Archive (HAR 1.2, http://www.softwareishard.com/blog/har-12-spec/), which browser
+/// devtools, Charles, Proxyman and HAR viewers open (DESIGN §5).
+///
+/// HAR describes what a client saw; Faultline's journal is the server's view, so a few fields are
+/// approximations, each said in a `comment`: the journal keeps no response headers or body, so
+/// `response.headers` is empty and `content.size` is the bytes written on the wire. Whatever HAR has no field
+/// for (sequence, route, fault, outcome, connection, policy notes) goes into custom fields, which HAR 1.2 lets
+/// a tool add when their names start with an underscore.
+public enum HAR {
+    /// The HAR document for `entries`, in their order (the journal's: oldest first, which HAR prefers).
+    public static func document(_ entries: [JournalEntry], creatorVersion: String) -> JSONValue {
+        .object([
+            ("log", .object([
+                ("version", .string("1.2")),
+                ("creator", .object([("name", .string("Faultline")), ("version", .string(creatorVersion))])),
+                ("pages", .array([])),
+                ("entries", .array(entries.map(entry))),
+            ])),
+        ])
+    }
+
+    /// One journal entry as a HAR `entry`.
+    public static func entry(_ entry: JournalEntry) -> JSONValue {
+        // The server measures only from the request's arrival to the exchange's end; HAR asks for
+        // send + wait + receive (non-negative) and `time` as their sum, so the whole duration is `wait`.
+        // A pending exchange has no duration yet: 0, and `_outcome` says "pending".
+        let durationMs = entry.finishedAtMonotonicNanos.map {
+            (Double($0 &- entry.receivedAtMonotonicNanos) / 1_000_000 * 1000).rounded() / 1000
+        } ?? 0
+        var members: [(key: String, value: JSONValue)] = [
+            ("startedDateTime", .string(JournalEntry.iso8601(entry.receivedAtWall))),
+            ("time", .double(durationMs)),
+            ("request", request(entry)),
+            ("response", response(entry)),
+            ("cache", .object([])),
+            ("timings", .object([
+                ("blocked", .int(-1)),
+                ("dns", .int(-1)),
+                ("connect", .int(-1)),
+                ("send", .int(0)),
+                ("wait", .double(durationMs)),
+                ("receive", .int(0)),
+                ("ssl", .int(-1)),
+            ])),
+            ("connection", .string(String(entry.connectionID))),
+            ("_sequence", .int(entry.sequence)),
+            ("_scenario", entry.scenario.map(JSONValue.string) ?? .null),
+            ("_route", entry.route.map(JSONValue.string) ?? .null),
+            ("_step", entry.step.map(JSONValue.int) ?? .null),
+            ("_fault", entry.fault.map(JSONValue.string) ?? .null),
+            ("_chaos", .bool(entry.chaos)),
+            ("_outcome", .string(entry.outcome.rawValue)),
+            ("_connection", .object([
+                ("id", .int(entry.connectionID)),
+                ("requestIndex", .int(entry.indexOnConnection)),
+                ("reused", .bool(entry.connectionReused)),
+                ("client", .string(entry.clientAddress)),
+            ])),
+            ("_notes", .array(entry.notes.map(JSONValue.string))),
+            ("_malformed", .bool(entry.malformed != nil)),
+        ]
+        if let malformed = entry.malformed { members.append(("_error", .string(malformed))) }
+        if entry.head == nil { members.append(("_requestLine", .string(entry.requestLine))) }
+        return .object(members)
+    }
+
+    private static func request(_ entry: JournalEntry) -> JSONValue {
+        guard let head = entry.head else {
+            // A request whose line could not be parsed has no method or target. HAR requires an absolute URL,
+            // so it gets a placeholder; the bytes that were read are in the entry's `_requestLine`.
+            return .object([
+                ("method", .string("")),
+                ("url", .string("http://invalid/")),
+                ("httpVersion", .string("")),
+                ("cookies", .array([])),
+                ("headers", .array([])),
+                ("queryString", .array([])),
+                ("headersSize", .int(-1)),
+                ("bodySize", .int(entry.bodySize)),
+                ("comment", .string("malformed request without a parsable request line; see _requestLine")),
+            ])
+        }
+        var members: [(key: String, value: JSONValue)] = [
+            ("method", .string(head.method)),
+            ("url", .string(url(head))),
+            ("httpVersion", .string(head.version.description)),
+            ("cookies", .array([])),
+            ("headers", .array(head.headers.fields.map(nameValue))),
+            ("queryString", .array(PercentDecoding.queryParameters(head.query).map(nameValue))),
+        ]
+        if entry.bodySize > 0 || !entry.body.isEmpty {
+            members.append(("postData", postData(entry, contentType: head.headers["Content-Type"])))
+        }
+        members.append(("headersSize", .int(-1)))
+        members.append(("bodySize", .int(entry.bodySize)))
+        return .object(members)
+    }
+
+    /// The request body: UTF-8 text as is, anything else base64 with `encoding` (the field HAR 1.2 defines for
+    /// `content`, used here as tools that read HAR accept it on `postData` too).
+    private static func postData(_ entry: JournalEntry, contentType: String?) -> JSONValue {
+        var members: [(key: String, value: JSONValue)] = []
+        if let text = String(validating: entry.body, as: UTF8.self) {
+            members.append(("mimeType", .string(contentType ?? "")))
+            members.append(("text", .string(text)))
+        } else {
+            members.append(("mimeType", .string(contentType ?? "application/octet-stream")))
+            members.append(("text", .string(Base64.encode(entry.body))))
+            members.append(("encoding", .string("base64")))
+        }
+        if entry.body.count < entry.bodySize {
+            members.append(("comment", .string("the journal kept the first \(entry.body.count) of \(entry.bodySize) bytes")))
+        }
+        return .object(members)
+    }
+
+    private static func response(_ entry: JournalEntry) -> JSONValue {
+        // The journal's status is the status line sent; none when not a byte went out (HAR: status 0).
+        let status = entry.status ?? 0
+        return .object([
+            ("status", .int(status)),
+            ("statusText", .string(status == 0 ? "" : HTTPStatus.reasonPhrase(status))),
+            ("httpVersion", .string(status == 0 ? "" : HTTPVersion.http1_1.description)),
+            ("cookies", .array([])),
+            ("headers", .array([])),
+            ("content", .object([
+                ("size", .int(entry.bytesWritten)),
+                ("mimeType", .string("")),
+            ])),
+            ("redirectURL", .string("")),
+            ("headersSize", .int(-1)),
+            ("bodySize", .int(-1)),
+            ("comment", .string(
+                "Faultline's journal keeps no response headers or body: headers is empty, and content.size is "
+                    + "the bytes written on the wire (status line, headers and body)")),
+        ])
+    }
+
+    /// `http://HOST/target` from the Host header (RFC 9112 §3.3); 127.0.0.1 when the request had none
+    /// (HTTP/1.0). An absolute-form target (RFC 9112 §3.2.2) is already the URL.
+    static func url(_ head: HTTPRequestHead) -> String {
+        let target = head.target
+        if target.lowercased().hasPrefix("http://") || target.lowercased().hasPrefix("https://") { return target }
+        let host = head.headers["Host"].map { $0.trimmingWhitespace() }.flatMap { $0.isEmpty ? nil : $0 } ?? "127.0.0.1"
+        // `OPTIONS *` (asterisk-form, RFC 9112 §3.2.4) names the server, not a resource.
+        let path = target.hasPrefix("/") ? target : "/"
+        return "http://\(host)\(path)"
+    }
+
+    private static func nameValue(_ field: (name: String, value: String)) -> JSONValue {
+        .object([("name", .string(field.name)), ("value", .string(field.value))])
+    }
+}
