@@ -51,9 +51,9 @@ public final class FaultlineServer: Sendable {
         }
     }
 
-    private let loop: EventLoop
+    let loop: EventLoop
     /// Touched only on the loop thread (and, before the loop starts, in `init`).
-    private let core: ServerCore
+    let core: ServerCore
     private let stopped = Mutex(false)
 
     /// The port actually bound.

@@ -24,7 +24,18 @@ final class ServerCore: @unchecked Sendable {
     private(set) var isStopping = false
     let startedAtMonotonic = Clock.monotonicNanos()
     /// Called on the loop thread whenever the journal changes (admin long-polls wait on it).
-    var journalObservers: [(ServerCore) -> Void] = []
+    /// Called on the loop thread whenever the journal changes; an observer returning true is done and removed
+    /// (the Swift API's `waitForRequests`).
+    var journalObservers: [Int: (ServerCore) -> Bool] = [:]
+    private var nextObserverID = 1
+
+    @discardableResult
+    func observeJournal(_ observer: @escaping (ServerCore) -> Bool) -> Int {
+        let id = nextObserverID
+        nextObserverID += 1
+        journalObservers[id] = observer
+        return id
+    }
     /// `serve --journal F`: finished entries appended as NDJSON. Set before the loop starts.
     var journalFile: JournalFile?
 
@@ -157,7 +168,7 @@ final class ServerCore: @unchecked Sendable {
 
     private func notifyJournalObservers() {
         if admin.hasWaiters { admin.journalChanged() }
-        for observer in journalObservers { observer(self) }
+        for (id, observer) in journalObservers where observer(self) { journalObservers[id] = nil }
     }
 
     // MARK: - Scenarios

@@ -1,0 +1,128 @@
+import FaultlineCore
+import Foundation
+
+/// The parts of the Swift API a test asserts with: waiting for requests, the policy state, the verdicts.
+extension FaultlineServer {
+    /// `waitForRequests` gave up: the condition did not hold in time. `seen` is what matched by then.
+    public struct WaitTimeout: Error, CustomStringConvertible {
+        public var wanted: Int
+        public var seen: [JournalEntry]
+        public var description: String {
+            "waited for \(wanted) matching request(s), saw \(seen.count): "
+                + seen.map { "#\($0.sequence) \($0.method ?? "?") \($0.path ?? $0.requestLine) → \($0.status.map(String.init) ?? "-")" }
+                    .joined(separator: ", ")
+        }
+    }
+
+    /// Starts a server on 127.0.0.1, port 0, serving the scenario files or folders at `paths`.
+    public convenience init(scenarioPaths paths: [String]) throws {
+        try self.init(configuration: Configuration(scenarios: try ScenarioLoader.load(paths: paths)))
+    }
+
+    /// Returns as soon as `count` journal entries match `filter` (with `completed: true` in the filter, once
+    /// their exchanges have ended), or throws `WaitTimeout` after `timeout`. No polling: the loop answers
+    /// when the journal changes.
+    public func waitForRequests(
+        count: Int, matching filter: JournalFilter = JournalFilter(), timeout: Duration = .seconds(5)
+    ) async throws -> [JournalEntry] {
+        let milliseconds = Int(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        let result: (satisfied: Bool, entries: [JournalEntry]) = await withCheckedContinuation { continuation in
+            loop.post { [core, loop] in
+                let answer = Once(continuation)
+                if core.journal.count(filter) >= count {
+                    answer.resume((true, core.journal.query(filter)))
+                    return
+                }
+                let timer = LoopTimer(loop: loop, milliseconds: max(0, milliseconds)) {
+                    answer.resume((false, core.journal.query(filter)))
+                }
+                core.observeJournal { core in
+                    if answer.done { return true }
+                    guard core.journal.count(filter) >= count else { return false }
+                    timer.cancel()
+                    answer.resume((true, core.journal.query(filter)))
+                    return true
+                }
+            }
+        }
+        guard result.satisfied else { throw WaitTimeout(wanted: count, seen: result.entries) }
+        return result.entries
+    }
+
+    /// `GET /__faultline/state`: tokens, refresh counts, buckets, Retry-After judgements, idempotency records.
+    public func state() async -> JSONValue {
+        await loop.submit { [core] in core.engine.stateJSON(now: core.now()) }
+    }
+
+    /// The verdicts of every loaded scenario's `expect`, as `GET /__faultline/report` gives them.
+    public func report() async -> Report {
+        let json = await loop.submit { [core] in core.engine.report(journal: core.journal.entries) }
+        return Report(json)
+    }
+
+    /// The counters of the journal: exact even after eviction.
+    public func journalCounters() async -> JSONValue {
+        await loop.submit { [core] in core.journal.countersJSON() }
+    }
+}
+
+/// The verdicts, typed for assertions: `#expect(await server.report().passed)`.
+public struct Report: Sendable, CustomStringConvertible {
+    public struct Entry: Sendable {
+        public var scenario: String
+        public var rule: String
+        public var passed: Bool
+        public var explanation: String
+        public var evidence: [Int]
+    }
+
+    public var passed: Bool
+    public var verdicts: [Entry]
+    /// The report as the admin API sends it.
+    public var json: JSONValue
+
+    init(_ json: JSONValue) {
+        self.json = json
+        if case .bool(let flag)? = json["passed"] { passed = flag } else { passed = false }
+        var entries: [Entry] = []
+        if case .array(let items)? = json["verdicts"] {
+            for item in items {
+                func text(_ key: String) -> String { if case .string(let value)? = item[key] { return value }; return "" }
+                var evidence: [Int] = []
+                if case .array(let numbers)? = item["evidence"] {
+                    evidence = numbers.compactMap { if case .number(let n) = $0 { return Int(n) }; return nil }
+                }
+                let ok: Bool
+                if case .bool(let flag)? = item["passed"] { ok = flag } else { ok = false }
+                entries.append(Entry(scenario: text("scenario"), rule: text("rule"), passed: ok,
+                                     explanation: text("explanation"), evidence: evidence))
+            }
+        }
+        verdicts = entries
+    }
+
+    /// The rules that failed.
+    public var failed: [Entry] { verdicts.filter { !$0.passed } }
+
+    public var description: String {
+        verdicts.map { "\($0.passed ? "PASS" : "FAIL") \($0.scenario)/\($0.rule): \($0.explanation)" }
+            .joined(separator: "\n")
+    }
+}
+
+/// Resumes a continuation once, whichever of the timer and the journal observer gets there first.
+/// Loop thread only.
+private final class Once<Value: Sendable>: @unchecked Sendable {
+    private var continuation: CheckedContinuation<Value, Never>?
+
+    init(_ continuation: CheckedContinuation<Value, Never>) {
+        self.continuation = continuation
+    }
+
+    var done: Bool { continuation == nil }
+
+    func resume(_ value: Value) {
+        continuation?.resume(returning: value)
+        continuation = nil
+    }
+}

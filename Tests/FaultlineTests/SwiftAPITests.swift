@@ -1,0 +1,61 @@
+import Faultline
+import FaultlineCore
+import Foundation
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The in-process Swift API from Swift Testing: parallel tests, each with its own server.
+@Suite struct SwiftAPITests {
+    static let scenario = #"""
+        {"name": "api", "expect": {"honorsRetryAfter": true},
+         "routes": [{"id": "item", "match": {"path": "/items/{id}"},
+                     "responses": [{"status": 503, "headers": {"Retry-After": "30"}}, {"json": {"id": "{{path.id}}"}}]}]}
+        """#
+
+    @Test(arguments: 1...4)
+    func parallelServersDoNotInterfere(index: Int) async throws {
+        let server = try TestSupport.server([Self.scenario])
+        defer { Task { await server.stop() } }
+        let session = URLSession(configuration: .ephemeral)
+        defer { session.invalidateAndCancel() }
+        for _ in 0..<2 {
+            _ = try await session.data(from: server.baseURL.appendingPathComponent("items/\(index)"))
+        }
+        let seen = try await server.waitForRequests(count: 2, matching: JournalFilter(route: "item", completed: true))
+        #expect(seen.map(\.status) == [503, 200])
+        #expect(seen.allSatisfy { $0.path == "/items/\(index)" }, "each server saw only its own test's requests")
+        let report = await server.report()
+        #expect(!report.passed)
+        #expect(report.failed.map(\.rule) == ["honorsRetryAfter"])
+        #expect(report.failed.first?.evidence == [1, 2])
+        let state = await server.state()
+        #expect(state["retryAfter"]?["early"] == .int(1))
+    }
+
+    @Test func waitForRequestsThrowsWithWhatItSaw() async throws {
+        let server = try TestSupport.server([Self.scenario])
+        defer { Task { await server.stop() } }
+        _ = try TestSupport.curl(["-o", "/dev/null", server.baseURL.absoluteString + "/items/1"])
+        do {
+            _ = try await server.waitForRequests(count: 2, timeout: .milliseconds(200))
+            Issue.record("expected a timeout")
+        } catch let timeout as FaultlineServer.WaitTimeout {
+            #expect(timeout.seen.count == 1)
+            #expect(timeout.description.contains("#1 GET /items/1 → 503"))
+        }
+    }
+
+    @Test func waitForRequestsAnswersWhenTheRequestArrives() async throws {
+        let server = try TestSupport.server([Self.scenario])
+        defer { Task { await server.stop() } }
+        async let waited = server.waitForRequests(count: 1, matching: JournalFilter(route: "item"), timeout: .seconds(20))
+        let url = server.baseURL.absoluteString + "/items/9"
+        let curl = Task.detached { try TestSupport.curl(["-o", "/dev/null", url]) }
+        let entries = try await waited
+        #expect(entries.first?.path == "/items/9")
+        _ = try await curl.value
+    }
+}
