@@ -1,0 +1,76 @@
+extension JournalEntry {
+    /// Reads an entry back from the admin API's JSON (`JournalEntry.json()`), for clients of a server in
+    /// another process. Times come back at millisecond precision; nil when the value is not an entry.
+    public init?(json: JSONValue) {
+        func int(_ value: JSONValue?) -> Int? { if case .number(let text)? = value { return Int(text) }; return nil }
+        func double(_ value: JSONValue?) -> Double? { if case .number(let text)? = value { return Double(text) }; return nil }
+        func string(_ value: JSONValue?) -> String? { if case .string(let text)? = value { return text }; return nil }
+        guard let sequence = int(json["sequence"]) else { return nil }
+        let connection = json["connection"]
+        var head: HTTPRequestHead?
+        if let method = string(json["method"]), let target = string(json["target"]) {
+            var headers = HTTPHeaders()
+            if case .array(let pairs)? = json["headers"] {
+                for pair in pairs {
+                    if case .array(let parts) = pair, parts.count == 2, let name = string(parts[0]), let value = string(parts[1]) {
+                        headers.append(name: name, value: value)
+                    }
+                }
+            }
+            let version = string(json["httpVersion"]) == "HTTP/1.0" ? HTTPVersion.http1_0 : .http1_1
+            head = HTTPRequestHead(method: method, target: target, version: version, headers: headers)
+        }
+        var body: [UInt8] = []
+        if let text = string(json["body"]) {
+            body = string(json["bodyEncoding"]) == "base64" ? (Base64.decode(text) ?? []) : Array(text.utf8)
+        }
+        self.init(
+            sequence: sequence, receivedAtWall: 0,
+            receivedAtMonotonicNanos: UInt64(max(0, (double(json["receivedAtMonotonicMs"]) ?? 0) * 1_000_000)),
+            connectionID: int(connection?["id"]) ?? 0, indexOnConnection: int(connection?["requestIndex"]) ?? 0,
+            clientAddress: string(connection?["client"]) ?? "", head: head,
+            rawRequestLine: head == nil ? string(json["requestLine"]) : nil, body: body,
+            bodySize: int(json["bodySize"]) ?? body.count, malformed: string(json["error"]))
+        scenario = string(json["scenario"])
+        route = string(json["route"])
+        step = int(json["step"])
+        if case .array(let items)? = json["notes"] { notes = items.compactMap(string) }
+        let response = json["response"]
+        status = int(response?["status"])
+        fault = string(response?["fault"])
+        chaos = response?["chaos"] == .bool(true)
+        bytesWritten = int(response?["bytesWritten"]) ?? 0
+        outcome = string(response?["outcome"]).flatMap(ExchangeOutcome.init(rawValue:)) ?? .pending
+        if let duration = double(response?["durationMs"]) {
+            finishedAtMonotonicNanos = receivedAtMonotonicNanos + UInt64(max(0, duration * 1_000_000))
+        }
+    }
+}
+
+extension Base64 {
+    /// Decodes standard base64 with padding; nil when malformed.
+    public static func decode(_ text: String) -> [UInt8]? {
+        var values: [UInt8] = []
+        for byte in text.utf8 where byte != UInt8(ascii: "=") {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"): values.append(byte - 65)
+            case UInt8(ascii: "a")...UInt8(ascii: "z"): values.append(byte - 71)
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): values.append(byte + 4)
+            case UInt8(ascii: "+"): values.append(62)
+            case UInt8(ascii: "/"): values.append(63)
+            default: return nil
+            }
+        }
+        var out: [UInt8] = []
+        var index = 0
+        while index + 1 < values.count {
+            let chunk = values[index..<min(index + 4, values.count)]
+            let a = chunk[chunk.startIndex], b = chunk[chunk.startIndex + 1]
+            out.append(a << 2 | b >> 4)
+            if chunk.count > 2 { out.append(b << 4 | chunk[chunk.startIndex + 2] >> 2) }
+            if chunk.count > 3 { out.append(chunk[chunk.startIndex + 2] << 6 | chunk[chunk.startIndex + 3]) }
+            index += 4
+        }
+        return out
+    }
+}
