@@ -250,4 +250,10 @@ import Testing
         #expect(journal.record(Self.entry(route: nil)) == 8)
         #expect(journal.entries.map(\.sequence) == [8] && journal.totalRecorded == 8)
     }
+
+    @Test func receiveTimesAreISO8601InUTC() {
+        #expect(JournalEntry.iso8601(0) == "1970-01-01T00:00:00.000Z")
+        #expect(JournalEntry.iso8601(951_782_400.5) == "2000-02-29T00:00:00.500Z")
+        #expect(JournalEntry.iso8601(1_795_966_129.123) == "2026-11-29T15:28:49.123Z")
+    }
 }

@@ -150,16 +150,9 @@ extension JournalEntry {
         var days = millis / 86_400_000
         var rest = millis % 86_400_000
         if rest < 0 { rest += 86_400_000; days -= 1 }
-        // Civil-from-days (Howard Hinnant's algorithm), so no DateFormatter is needed on the loop thread.
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let day = doy - (153 * mp + 2) / 5 + 1
-        let month = mp < 10 ? mp + 3 : mp - 9
-        let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
+        // No DateFormatter on the loop thread: the same civil-from-days arithmetic as HTTP-dates.
+        let date = HTTPDate.civil(fromDays: days)
+        let (year, month, day) = (Int64(date.year), Int64(date.month), Int64(date.day))
         func pad(_ v: Int64, _ width: Int) -> String {
             let s = String(v)
             return String(repeating: "0", count: max(0, width - s.count)) + s

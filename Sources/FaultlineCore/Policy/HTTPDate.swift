@@ -120,7 +120,8 @@ public enum HTTPDate {
         return era * 146_097 + dayOfEra - 719_468
     }
 
-    private static func civil(fromDays days: Int64) -> (year: Int, month: Int, day: Int) {
+    /// The proleptic Gregorian date `days` after 1970-01-01 (also used for the journal's ISO 8601 times).
+    static func civil(fromDays days: Int64) -> (year: Int, month: Int, day: Int) {
         let shifted = days + 719_468
         let era = floorDivide(shifted, 146_097)
         let dayOfEra = shifted - era * 146_097
