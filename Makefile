@@ -30,6 +30,7 @@ bench:
 	@scripts/ensure-deps.sh bench
 	$(SWIFT) build -c release --product faultline
 	scripts/bench.sh
+	python3 scripts/bench_timing.py
 
 clean:
 	rm -rf .build
