@@ -23,6 +23,8 @@ public struct ServeOptions: Equatable, Sendable {
     public var headerTimeoutMilliseconds = 10_000
     /// Append each journal entry to this file as a line of JSON when its exchange ends.
     public var journalFile: String?
+    /// One line per finished request on stderr; nil with `--quiet`.
+    public var requestLog: RequestLogFormat? = .text
 
     public init() {}
 }
@@ -64,6 +66,7 @@ public enum FaultlineCommandLine {
         USAGE
           faultline serve [PATHS…] [--host H] [--port N] [--port-file F] [--max-journal N]
                           [--max-body BYTES] [--header-timeout MS] [--journal F]
+                          [--log-format text|json] [--quiet]
           faultline validate PATHS…
           faultline verify --url http://127.0.0.1:PORT
           faultline export --url http://127.0.0.1:PORT [--format har|ndjson] [--output F]
@@ -84,6 +87,9 @@ public enum FaultlineCommandLine {
           --max-body BYTES    largest request body accepted; larger gets 413 (default 10485760)
           --header-timeout MS header section deadline; slower clients get 408 (default 10000)
           --journal F         append each journal entry to F as a line of JSON (NDJSON) when its exchange ends
+          --log-format F      stderr log, one line per finished request: text (default; coloured on a
+                              terminal unless NO_COLOR is set) or json (the journal entry)
+          --quiet             no per-request log
 
         EXIT CODES
           0 success · 1 scenario files invalid, a verdict failed, or the export could not be written · 2 server
@@ -153,6 +159,13 @@ public enum FaultlineCommandLine {
             case "--max-body": options.maxBodyBytes = try integer(argument, 0...(1 << 30))
             case "--header-timeout": options.headerTimeoutMilliseconds = try integer(argument, 1...3_600_000)
             case "--journal": options.journalFile = try value(argument)
+            case "--quiet", "-q": options.requestLog = nil
+            case "--log-format":
+                let text = try value(argument)
+                guard let format = RequestLogFormat(rawValue: text) else {
+                    throw CommandLineError(message: "serve: --log-format must be text or json, got \"\(text)\"")
+                }
+                if options.requestLog != nil { options.requestLog = format }
             default:
                 if argument.hasPrefix("-") && argument != "-" {
                     throw CommandLineError(message: "serve: unknown option \(argument)")

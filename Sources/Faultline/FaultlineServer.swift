@@ -34,6 +34,8 @@ public final class FaultlineServer: Sendable {
         /// Append every journal entry to this file as one line of JSON (NDJSON) when its exchange ends; nil for
         /// none. The file is opened (created if needed) when the server starts.
         public var journalFile: String?
+        /// Log one line per finished request on stderr (nil: no log, the default for in-process servers).
+        public var requestLog: RequestLogFormat?
 
         public init(
             host: String = "127.0.0.1", port: Int = 0, scenarios: [Scenario] = [], journalCapacity: Int = 10_000,
@@ -71,6 +73,7 @@ public final class FaultlineServer: Sendable {
         loop = try EventLoop()
         core = ServerCore(loop: loop, configuration: configuration)
         if let path = configuration.journalFile { core.journalFile = try JournalFile(path: path) }
+        if let format = configuration.requestLog { core.requestLog = RequestLog(format: format) }
         try core.listen()
         port = core.port
         host = configuration.host

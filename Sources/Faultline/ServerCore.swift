@@ -152,16 +152,22 @@ final class ServerCore: @unchecked Sendable {
 
     // MARK: - Journal
 
+    /// One stderr line per finished request, when the CLI asked for it.
+    var requestLog: RequestLog?
+
     @discardableResult
     func record(_ entry: JournalEntry) -> Int {
         let sequence = journal.record(entry)
         if let journalFile, let stored = journal.entry(sequence) { journalFile.recorded(stored) }
+        if let requestLog, entry.outcome != .pending, let stored = journal.entry(sequence) { requestLog.finished(stored) }
         notifyJournalObservers()
         return sequence
     }
 
     func updateEntry(_ sequence: Int, _ change: (inout JournalEntry) -> Void) {
+        let wasPending = requestLog != nil && journal.entry(sequence)?.outcome == .pending
         journal.update(sequence, change)
+        if wasPending, let stored = journal.entry(sequence), stored.outcome != .pending { requestLog?.finished(stored) }
         journalFile?.update(sequence, change)
         notifyJournalObservers()
     }

@@ -120,6 +120,7 @@ case .serve(let options):
     configuration.parserLimits.maxBodyBytes = options.maxBodyBytes
     configuration.headerTimeoutMilliseconds = options.headerTimeoutMilliseconds
     configuration.journalFile = options.journalFile
+    configuration.requestLog = options.requestLog
     let server: FaultlineServer
     do {
         server = try FaultlineServer(configuration: configuration)

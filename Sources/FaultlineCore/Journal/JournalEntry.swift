@@ -145,7 +145,8 @@ extension JournalEntry {
         return .object(members)
     }
 
-    static func iso8601(_ unixSeconds: Double) -> String {
+    /// RFC 3339 / ISO 8601 UTC with milliseconds, e.g. `2026-11-29T16:02:11.104Z`.
+    public static func iso8601(_ unixSeconds: Double) -> String {
         let millis = Int64((unixSeconds * 1000).rounded(.down))
         var days = millis / 86_400_000
         var rest = millis % 86_400_000
