@@ -74,6 +74,15 @@ import Testing
         #expect(backoff.evidence == [1, 2, 3])
     }
 
+    @Test func aConstantPauseIsNotBackoff() throws {
+        let (_, verdicts) = try Self.play([
+            (0, "GET", "/item", []), (1500, "GET", "/item", []), (3000, "GET", "/item", []),
+        ])
+        let backoff = try #require(verdicts.first { $0.rule == "backoff" })
+        #expect(!backoff.passed && backoff.evidence == [1, 2, 3])
+        #expect(backoff.explanation.hasPrefix("request #3 came 1500 ms after #2, and #2 came 1500 ms after #1"))
+    }
+
     @Test func duplicateSideEffectsNameTheKeyAndRequests() throws {
         let (_, verdicts) = try Self.play([
             (0, "POST", "/order", [("Idempotency-Key", "a")]),

@@ -194,6 +194,16 @@ public enum Verdicts {
                         + "\(Int(pair.0)) ms between #\(a.sequence) and #\(b.sequence): the intervals do not grow",
                     evidence: [a.sequence, b.sequence, c.sequence])
             }
+            // Overall growth: the last interval at least 1.25 × the first (a constant pause is not backoff).
+            if let first = intervals.first, let last = intervals.last, last < first * 1.25 {
+                let a = attempts[0], b = attempts[1], y = attempts[attempts.count - 2], z = attempts[attempts.count - 1]
+                return Verdict(
+                    rule: "backoff", passed: false,
+                    explanation: "request #\(z.sequence) came \(Int(last)) ms after #\(y.sequence), and #\(b.sequence) came "
+                        + "\(Int(first)) ms after #\(a.sequence): the intervals do not grow (the last should be at least "
+                        + "1.25 × the first)",
+                    evidence: attempts.map(\.sequence))
+            }
         }
         if jitter {
             // Without jitter every retried request repeats the same schedule: compare the first gaps.
