@@ -292,16 +292,21 @@ final class Connection {
     /// Writes straight to the socket when nothing is queued (most responses: no epoll changes, no extra
     /// loop turn); whatever the kernel does not take at once is queued on the bufferevent, which keeps the
     /// order and reports errors through `event(_:)`.
+    /// Set when a write found the client gone (EPIPE, ECONNRESET); the connection is torn down after the
+    /// current action instead of queueing bytes nobody will read.
+    private var clientGone = false
+
     private func write(_ bytes: [UInt8]) {
-        guard let bufferEvent, !bytes.isEmpty else { return }
+        guard let bufferEvent, !bytes.isEmpty, !clientGone else { return }
         bytes.withUnsafeBytes { buffer in
             var sent = 0
             if evbuffer_get_length(bufferevent_get_output(bufferEvent)) == 0 {
                 let n = send(bufferevent_getfd(bufferEvent), buffer.baseAddress, buffer.count,
                              Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
                 if n > 0 { sent = n }
+                if n < 0 && (errno == EPIPE || errno == ECONNRESET) { clientGone = true }
             }
-            if sent < buffer.count {
+            if sent < buffer.count && !clientGone {
                 _ = bufferevent_write(bufferEvent, buffer.baseAddress! + sent, buffer.count - sent)
             }
         }
@@ -316,6 +321,10 @@ final class Connection {
             switch action {
             case .write(let bytes):
                 write(bytes)
+                if clientGone {
+                    teardown(outcomeForQueued: .clientClosed)
+                    return
+                }
                 exchange.bytesWritten += bytes.count
             case .wait(let milliseconds):
                 waitTimer = LoopTimer(loop: server.loop, milliseconds: milliseconds) { [unowned self] in

@@ -17,6 +17,9 @@ final class EventLoop: @unchecked Sendable {
     private let finished = Mutex<[CheckedContinuation<Void, Never>]?>([])
 
     init() throws(ServerError) {
+        // libevent writes with writev, which cannot pass MSG_NOSIGNAL: a client that has gone would kill the
+        // process with SIGPIPE. Every write error is handled as EPIPE instead (process-wide, as servers do).
+        signal(SIGPIPE, SIG_IGN)
         guard let config = event_config_new() else { throw .libevent("event_config_new") }
         defer { event_config_free(config) }
         // Precise timers, measured from the real time of `event_add` rather than the loop's cached time:
