@@ -43,7 +43,8 @@ http {
 NGINX
 nginx -c "$work/nginx.conf" -e "$work/nginx/error.log"
 
-"$binary" serve bench/plain-json.json --port 0 --port-file "$work/port" >/dev/null 2>&1 &
+# --quiet: the per-request stderr log is a debugging aid, not part of serving (its cost is in the README).
+"$binary" serve bench/plain-json.json --port 0 --port-file "$work/port" --quiet >/dev/null 2>&1 &
 faultline_pid=$!
 for _ in $(seq 1 200); do [ -s "$work/port" ] && break; sleep 0.05; done
 faultline_port=$(cat "$work/port")

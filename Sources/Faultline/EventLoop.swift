@@ -22,10 +22,9 @@ final class EventLoop: @unchecked Sendable {
         signal(SIGPIPE, SIG_IGN)
         guard let config = event_config_new() else { throw .libevent("event_config_new") }
         defer { event_config_free(config) }
-        // Precise timers, measured from the real time of `event_add` rather than the loop's cached time:
-        // delays are the product, and with a cached clock a timer added late in a busy loop turn fires early.
+        // Precise timers: delays are the product, so a coarse clock is not good enough. (Timers also refresh the
+        // loop's cached time when they are added; see LoopTimer.)
         event_config_set_flag(config, Int32(EVENT_BASE_FLAG_PRECISE_TIMER.rawValue))
-        event_config_set_flag(config, Int32(EVENT_BASE_FLAG_NO_CACHE_TIME.rawValue))
         guard let base = event_base_new_with_config(config) else { throw .libevent("event_base_new_with_config") }
         self.base = base
         wakeFD = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
@@ -139,6 +138,9 @@ final class LoopTimer {
             action?()
         }, Unmanaged.passUnretained(self).toOpaque())
         var delay = timeval(tv_sec: milliseconds / 1000, tv_usec: (milliseconds % 1000) * 1000)
+        // Measure from now, not from the start of this loop turn: with the cached time, a timer added late in a
+        // busy turn would fire early. Refreshing here costs a clock read per timer, not per event.
+        event_base_update_cache_time(loop.base)
         event_add(event, &delay)
     }
 

@@ -158,9 +158,9 @@ public final class Engine {
         let partitionValue = partition(loaded.route.sequenceBy, input, parameters)
         let key = CursorKey(route: index, partition: partitionValue)
         // Scripted Retry-After (a 503 step, say) is judged per route and script partition.
-        let retryKey = "route \(loaded.route.id) [\(partitionValue)]"
-        if let seen = policy.retryAfter.arrived(
-            key: retryKey, sequence: requestID, nowMilliseconds: now.monotonicMilliseconds, connection: currentConnection,
+        let retryKey = { "route \(loaded.route.id) [\(partitionValue)]" }
+        if policy.retryAfter.hasPending, let seen = policy.retryAfter.arrived(
+            key: retryKey(), sequence: requestID, nowMilliseconds: now.monotonicMilliseconds, connection: currentConnection,
             connectionOpenedAtMilliseconds: currentConnectionOpenedAt) {
             notes.append(Self.describe(seen))
         }
@@ -233,7 +233,7 @@ public final class Engine {
         if let retryAfter = step.headers.first(where: { $0.name.caseInsensitiveEquals("retry-after") })?.value,
            let wait = RetryAfterTracker.waitMilliseconds(retryAfter: retryAfter, wallSeconds: now.wallSeconds) {
             policy.retryAfter.advertised(
-                key: retryKey, sequence: requestID, status: step.status, retryAfter: retryAfter, waitMilliseconds: wait,
+                key: retryKey(), sequence: requestID, status: step.status, retryAfter: retryAfter, waitMilliseconds: wait,
                 nowMilliseconds: now.monotonicMilliseconds, connection: currentConnection)
         }
         // Only a step that answers normally, or a commit-then-* fault, has done the work; any other fault

@@ -69,6 +69,9 @@ public struct RetryAfterTracker: Sendable {
     /// A tracker with nothing pending and nothing observed.
     public init() {}
 
+    /// Whether any advertisement waits for a retry (lets the hot path skip building keys).
+    public var hasPending: Bool { !pendingByKey.isEmpty }
+
     /// Advertisements still waiting for a request with their key, oldest first (by sequence).
     public var pending: [Advertisement] {
         pendingByKey.values.flatMap { $0 }.sorted { $0.sequence < $1.sequence }
