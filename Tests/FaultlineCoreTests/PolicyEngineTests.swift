@@ -146,4 +146,12 @@ import Testing
         _ = engine.decide(Self.request("GET", "/s"), requestID: 2)
         #expect(engine.decide(Self.request("GET", "/s"), requestID: 3).route == "rate-limit:s")
     }
+
+    @Test func tokenTemplateIsTheCurrentAccessToken() throws {
+        let json = #"{"name": "t", "auth": {"tokenPath": "/token", "protect": ["/api/"]}, "routes": [{"id": "w", "match": {"path": "/whoami"}, "responses": [{"text": "{{token}}"}]}]}"#
+        let engine = try Self.engine(json)
+        #expect(EngineTests.written(engine.decide(Self.request("GET", "/whoami"), requestID: 1).plan).hasSuffix("\r\n\r\ntoken-1"))
+        _ = engine.decide(Self.request("POST", "/token", body: "grant_type=client_credentials"), requestID: 2)
+        #expect(EngineTests.written(engine.decide(Self.request("GET", "/whoami"), requestID: 3).plan).hasSuffix("\r\n\r\ntoken-2"))
+    }
 }

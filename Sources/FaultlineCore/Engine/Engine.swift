@@ -178,6 +178,7 @@ public final class Engine {
                 defer { self.nextResourceID += 1 }
                 return self.nextResourceID
             })
+        context.token = policy.authority?.currentToken
         if let chaos = loaded.route.chaos, !chaos.outcomes.isEmpty,
            randoms[loaded.scenarioIndex].nextUnit() < chaos.rate {
             // Chaos takes this request; the script does not move, and nothing was committed: the key is free again.

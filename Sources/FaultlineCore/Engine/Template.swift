@@ -1,5 +1,5 @@
 /// The values a response template may refer to (DESIGN §2): `{{path.x}}`, `{{query.x}}`, `{{header.X}}`,
-/// `{{request.id}}`, `{{resource.id}}`.
+/// `{{request.id}}`, `{{resource.id}}`, `{{token}}`.
 public struct TemplateContext {
     public var pathParameters: [String: String]
     /// Read only when a template asks for `{{query.…}}`, so the query string is parsed lazily.
@@ -7,6 +7,8 @@ public struct TemplateContext {
     public var query: [(name: String, value: String)] { input.query }
     public var headers: HTTPHeaders { input.request.headers }
     public var requestID: Int
+    /// The current access token when a scenario declares auth, for `{{token}}`.
+    public var token: String?
     /// Drawn lazily: a step that never mentions `{{resource.id}}` does not consume an id.
     public var resourceID: () -> Int
 
@@ -48,6 +50,7 @@ public enum Template {
 
     private static func value(of name: String, _ context: TemplateContext, resourceID: inout Int?) -> String? {
         if name == "request.id" { return String(context.requestID) }
+        if name == "token" { return context.token ?? "" }
         if name == "resource.id" {
             let id = resourceID ?? context.resourceID()
             resourceID = id
