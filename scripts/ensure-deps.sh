@@ -25,6 +25,12 @@ fi
 if [ "$need" = test ]; then
     if ! python3 -c 'import requests, pytest, jsonschema' 2>/dev/null; then
         echo "ensure-deps: installing Python packages requests, pytest, jsonschema" >&2
-        python3 -m pip install -q requests pytest jsonschema
+        # pip where it may install (a toolchain image, a venv); otherwise Debian's own packages, since
+        # Debian's system Python refuses pip installs (PEP 668).
+        if ! python3 -m pip install -q requests pytest jsonschema 2>/dev/null; then
+            $sudo apt-get update -qq
+            DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
+                python3-requests python3-pytest python3-jsonschema >/dev/null
+        fi
     fi
 fi
