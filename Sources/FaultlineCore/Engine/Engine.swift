@@ -166,10 +166,7 @@ public final class Engine {
         }
         var idempotencyKey: String?
         if let answer = idempotencyGate(loaded.route, input, key: &idempotencyKey, now: now, notes: &notes) {
-            var decision = Decision(
-                scenario: loaded.scenario.name, route: loaded.route.id, step: nil, unmatched: nil, plan: answer)
-            decision.scenarioIndex = loaded.scenarioIndex
-            return decision
+            return Self.decision(loaded, step: nil, plan: answer)
         }
         let served = cursors[key, default: 0]
         let total = loaded.stepEnds.last ?? 0
@@ -197,10 +194,8 @@ public final class Engine {
             }
             let plan = ResponsePlanner.plan(
                 PreparedStep(step), for: input.request, context: &context, random: &randoms[loaded.scenarioIndex])
-            var decision = Decision(
-                scenario: loaded.scenario.name, route: loaded.route.id, step: nil, unmatched: nil, plan: plan)
+            var decision = Self.decision(loaded, step: nil, plan: plan)
             decision.chaos = true
-            decision.scenarioIndex = loaded.scenarioIndex
             if case .status = chaos.outcomes[pick] { decision.plan.fault = chaos.outcomes[pick].description }
             return decision
         }
@@ -214,23 +209,19 @@ public final class Engine {
                 if let idempotencyKey {
                     policy.idempotency[loaded.route.id]?.abandon(scope: loaded.route.id, key: idempotencyKey)
                 }
-                var decision = Decision(
-                    scenario: loaded.scenario.name, route: loaded.route.id, step: nil, unmatched: nil,
+                return Self.decision(
+                    loaded, step: nil,
                     plan: ResponsePlanner.scriptExhausted(input.request, routeID: loaded.route.id, played: total))
-                decision.scenarioIndex = loaded.scenarioIndex
-                return decision
             }
         }
         let stepIndex = loaded.stepEnds.firstIndex(where: { position < $0 }) ?? loaded.stepEnds.count - 1
         let step = loaded.route.responses[stepIndex]
         let sideEffecting = loaded.route.idempotency != nil
-        var plan = ResponsePlanner.plan(
+        let plan = ResponsePlanner.plan(
             loaded.prepared[stepIndex], for: input.request, context: &context,
             random: &randoms[loaded.scenarioIndex], extraHeaders: extraHeaders, keepResponse: idempotencyKey != nil)
         apply(step.effects, now: now)
-        var decision = Decision(
-            scenario: loaded.scenario.name, route: loaded.route.id, step: stepIndex, unmatched: nil, plan: plan)
-        decision.scenarioIndex = loaded.scenarioIndex
+        var decision = Self.decision(loaded, step: stepIndex, plan: plan)
         if let retryAfter = step.headers.first(where: { $0.name.caseInsensitiveEquals("retry-after") })?.value,
            let wait = RetryAfterTracker.waitMilliseconds(retryAfter: retryAfter, wallSeconds: now.wallSeconds) {
             policy.retryAfter.advertised(
@@ -242,8 +233,7 @@ public final class Engine {
         let commits = step.fault.map { [.commitThenReset, .commitThenHang].contains($0.name) } ?? false
         if let idempotencyKey, step.fault != nil, !commits {
             policy.idempotency[loaded.route.id]?.abandon(scope: loaded.route.id, key: idempotencyKey)
-            plan.response = nil
-            decision.plan = plan
+            decision.plan.response = nil
             return decision
         }
         if sideEffecting && step.fault == nil && step.status < 400 || sideEffecting && commits {
@@ -259,9 +249,16 @@ public final class Engine {
             } else {
                 decision.completion = ExchangeCompletion(idempotency: (loaded.route.id, idempotencyKey, stored))
             }
-            plan.response = nil
-            decision.plan = plan
+            decision.plan.response = nil
         }
+        return decision
+    }
+
+    /// A decision taken by `loaded`'s route; the one place that ties it to its scenario.
+    private static func decision(_ loaded: LoadedRoute, step: Int?, plan: ResponsePlan) -> Decision {
+        var decision = Decision(
+            scenario: loaded.scenario.name, route: loaded.route.id, step: step, unmatched: nil, plan: plan)
+        decision.scenarioIndex = loaded.scenarioIndex
         return decision
     }
 

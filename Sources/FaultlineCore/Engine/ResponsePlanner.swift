@@ -280,7 +280,7 @@ enum ResponsePlanner {
             ("nearest", nearest),
             ("hint", .string(info.nearestRoute == nil ? info.reason : "the nearest route missed because " + info.reason)),
         ])
-        return simple(request, .json(404, body))
+        return ResponsePlan.simple(for: request, response: .json(404, body))
     }
 
     /// 500 for a route whose script ran out with `afterLast: "fail"`.
@@ -290,12 +290,9 @@ enum ResponsePlanner {
             ("route", .string(routeID)),
             ("message", .string("route \(routeID) played all \(played) scripted responses and its afterLast is \"fail\"")),
         ])
-        return simple(request, .json(500, body))
+        return ResponsePlan.simple(for: request, response: .json(500, body))
     }
 
-    static func simple(_ request: HTTPRequest, _ response: HTTPResponse) -> ResponsePlan {
-        ResponsePlan.simple(for: request, response: response)
-    }
 }
 
 extension ResponsePlan {
