@@ -10,6 +10,8 @@
 #include <netinet/in.h>
 // eventfd: how other threads wake the loop (not exposed by Swift's Glibc module).
 #include <sys/eventfd.h>
+// inotify: `serve --watch` reloads edited scenario files from the loop.
+#include <sys/inotify.h>
 // The parts of libevent 2.1 that Faultline's event loop uses: the core loop, bufferevents and listeners.
 // evhttp is deliberately not included: it rewrites responses, and Faultline must control every byte.
 #include <event2/event.h>

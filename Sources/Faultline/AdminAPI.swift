@@ -62,7 +62,7 @@ final class AdminAPI {
         case "requests": methods = ["GET", "DELETE"]
         case "requests/count", "requests/wait", "requests.har": methods = ["GET"]
         case "scenarios": methods = ["GET", "POST"]
-        case "scenarios/reset", "shutdown", "auth/expire": methods = ["POST"]
+        case "scenarios/reset", "scenarios/reload", "shutdown", "auth/expire": methods = ["POST"]
         case "state", "report": methods = ["GET"]
         default:
             respond(404, .object([
@@ -127,9 +127,24 @@ final class AdminAPI {
             }
             wait(request, connection: connection, filter: filter, count: count, timeout: timeout, reply: reply)
         case ("GET", "scenarios"), ("HEAD", "scenarios"):
-            respond(200, .object([("scenarios", .array(core.engine.scenarios.map(Self.describe)))]))
+            respond(200, .object([("scenarios", .array(zip(core.engine.scenarios, core.engine.versions).map(Self.describe)))]))
         case ("POST", "scenarios"):
             loadScenarios(request.body, add: param("mode") == "add", respond: { respond($0, $1) })
+        case ("POST", "scenarios/reload"):
+            let reload = core.reloadScenarioFiles(trigger: .admin)
+            if reload.errors.isEmpty {
+                respond(200, .object([
+                    ("reloaded", .bool(reload.applied)),
+                    ("changed", .array(reload.changed.map(Self.describe))),
+                    ("removed", .array(reload.removed.map(JSONValue.string))),
+                    ("scenarios", .array(reload.serving.map(Self.describe))),
+                ]))
+            } else {
+                respond(core.configuration.scenarioPaths.isEmpty ? 409 : 400, .object([
+                    ("error", .string("scenario files rejected; the scenarios already loaded keep serving")),
+                    ("errors", .array(reload.errors.map(Self.describe))),
+                ]))
+            }
         case ("POST", "scenarios/reset"):
             core.resetScenarios()
             var cleared = 0
@@ -218,10 +233,7 @@ final class AdminAPI {
         } catch {
             respond(400, .object([
                 ("error", .string("scenario rejected; the scenarios already loaded keep serving")),
-                ("errors", .array(error.errors.map {
-                    .object([("file", .string($0.file)), ("path", .string($0.jsonPath)), ("message", .string($0.message)),
-                             ("description", .string($0.description))])
-                })),
+                ("errors", .array(error.errors.map(Self.describe))),
             ]))
             return
         }
@@ -273,9 +285,21 @@ final class AdminAPI {
         }
     }
 
-    private static func describe(_ scenario: Scenario) -> JSONValue {
+    private static func describe(_ error: ScenarioError) -> JSONValue {
+        .object([
+            ("file", .string(error.file)), ("path", .string(error.jsonPath)), ("message", .string(error.message)),
+            ("description", .string(error.description)),
+        ])
+    }
+
+    private static func describe(_ scenario: ScenarioReload.Version) -> JSONValue {
+        .object([("name", .string(scenario.name)), ("version", .int(scenario.version)), ("source", .string(scenario.source))])
+    }
+
+    private static func describe(_ scenario: Scenario, version: Int) -> JSONValue {
         .object([
             ("name", .string(scenario.name)),
+            ("version", .int(version)),
             ("description", scenario.description.map(JSONValue.string) ?? .null),
             ("source", .string(scenario.sourceFile)),
             ("seed", .number(String(scenario.seed))),

@@ -25,6 +25,8 @@ public struct ServeOptions: Equatable, Sendable {
     public var journalFile: String?
     /// One line per finished request on stderr; nil with `--quiet`.
     public var requestLog: RequestLogFormat? = .text
+    /// Reload the scenario files when they change (inotify).
+    public var watch = false
 
     public init() {}
 }
@@ -66,7 +68,7 @@ public enum FaultlineCommandLine {
         USAGE
           faultline serve [PATHS…] [--host H] [--port N] [--port-file F] [--max-journal N]
                           [--max-body BYTES] [--header-timeout MS] [--journal F]
-                          [--log-format text|json] [--quiet]
+                          [--log-format text|json] [--quiet] [--watch]
           faultline validate PATHS…
           faultline verify --url http://127.0.0.1:PORT
           faultline export --url http://127.0.0.1:PORT [--format har|ndjson] [--output F]
@@ -74,7 +76,7 @@ public enum FaultlineCommandLine {
 
         serve      Serve the scenario files or folders given (default: ./scenarios). The first line on
                    stdout is "listening on http://HOST:PORT". Stops cleanly on SIGINT, SIGTERM or
-                   POST /__faultline/shutdown.
+                   POST /__faultline/shutdown. SIGHUP reloads the scenario files.
         validate   Check scenario files; print every problem with file, JSON path and message.
         verify     Print a running server's verdicts (GET /__faultline/report); exit 1 if any rule failed.
         export     Write a running server's journal as HAR 1.2 (default) or NDJSON, to --output F or stdout.
@@ -90,6 +92,8 @@ public enum FaultlineCommandLine {
           --log-format F      stderr log, one line per finished request: text (default; coloured on a
                               terminal unless NO_COLOR is set) or json (the journal entry)
           --quiet             no per-request log
+          --watch             reload the scenario files when one is saved, renamed or removed; a file that
+                              fails to load is reported and the previous scenarios keep serving
 
         EXIT CODES
           0 success · 1 scenario files invalid, a verdict failed, or the export could not be written · 2 server
@@ -160,6 +164,7 @@ public enum FaultlineCommandLine {
             case "--header-timeout": options.headerTimeoutMilliseconds = try integer(argument, 1...3_600_000)
             case "--journal": options.journalFile = try value(argument)
             case "--quiet", "-q": options.requestLog = nil
+            case "--watch", "-w": options.watch = true
             case "--log-format":
                 let text = try value(argument)
                 guard let format = RequestLogFormat(rawValue: text) else {

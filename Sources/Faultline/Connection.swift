@@ -227,6 +227,7 @@ final class Connection {
             request, requestID: server.journal.nextSequence, connectionRequestIndex: index, client: clientHost,
             now: server.now(), connection: id, connectionOpenedAt: openedAtMilliseconds)
         entry.scenario = decision.scenario
+        entry.scenarioVersion = decision.scenarioVersion
         entry.route = decision.route
         entry.step = decision.step
         entry.unmatched = decision.unmatched

@@ -16,7 +16,9 @@ extension FaultlineServer {
 
     /// Starts a server on 127.0.0.1, port 0, serving the scenario files or folders at `paths`.
     public convenience init(scenarioPaths paths: [String]) throws {
-        try self.init(configuration: Configuration(scenarios: try ScenarioLoader.load(paths: paths)))
+        var configuration = Configuration(scenarios: try ScenarioLoader.load(paths: paths))
+        configuration.scenarioPaths = paths
+        try self.init(configuration: configuration)
     }
 
     /// Returns as soon as `count` journal entries match `filter` (with `completed: true` in the filter, once

@@ -36,6 +36,11 @@ public final class FaultlineServer: Sendable {
         public var journalFile: String?
         /// Log one line per finished request on stderr (nil: no log, the default for in-process servers).
         public var requestLog: RequestLogFormat?
+        /// The scenario files and folders `scenarios` came from: what a reload (`reloadScenarioFiles()`, SIGHUP,
+        /// `--watch`, `POST /__faultline/scenarios/reload`) reads again. Empty: the scenarios were given in code.
+        public var scenarioPaths: [String] = []
+        /// Told about every reload, on the loop thread (the CLI prints it on stderr).
+        public var onReload: (@Sendable (ScenarioReload) -> Void)?
 
         public init(
             host: String = "127.0.0.1", port: Int = 0, scenarios: [Scenario] = [], journalCapacity: Int = 10_000,
@@ -106,6 +111,32 @@ public final class FaultlineServer: Sendable {
     /// Replaces the loaded scenarios; every script starts from the beginning.
     public func load(_ scenarios: [Scenario]) async {
         await loop.submit { [core] in core.load(scenarios) }
+    }
+
+    /// Reads the files in `Configuration.scenarioPaths` again and serves them if they load and differ from what
+    /// is serving (see `ScenarioReload`). Responses in flight finish as planned.
+    @discardableResult
+    public func reloadScenarioFiles() async -> ScenarioReload {
+        await loop.submit { [core] in core.reloadScenarioFiles(trigger: .api) }
+    }
+
+    /// Reloads the scenario files on SIGHUP (for the CLI).
+    public func reloadOnHangup() async {
+        await loop.submit { [core] in core.reloadOnHangup() }
+    }
+
+    /// Watches `Configuration.scenarioPaths` (inotify, from the loop) and reloads about 50 ms after a scenario
+    /// file is written, renamed into place, or removed. Throws when the files cannot be watched.
+    public func watchScenarioFiles() async throws(ServerError) {
+        let result: Result<Void, ServerError> = await loop.submit { [core] in
+            do throws(ServerError) {
+                try core.watchScenarioFiles()
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+        try result.get()
     }
 
     /// Rewinds every script and reseeds randomness; the scenarios stay loaded.

@@ -186,6 +186,67 @@ final class ServerCore: @unchecked Sendable {
         engine.load(scenarios, now: now())
     }
 
+    /// Re-reads the scenario files and folders the server was started with and, when they load cleanly and
+    /// differ from what is serving, serves them instead: every script starts from the beginning. All or nothing:
+    /// one broken file rejects the reload and the previous scenarios keep serving. Unlike `load`, responses in
+    /// flight are not cut: they finish as planned by the old scripts, and their completions are ignored
+    /// (`Engine.generation`). Reads the files on the loop thread: scenario files are small local files.
+    @discardableResult
+    func reloadScenarioFiles(trigger: ScenarioReload.Trigger) -> ScenarioReload {
+        var result = ScenarioReload(trigger: trigger)
+        defer { configuration.onReload?(result) }
+        guard !configuration.scenarioPaths.isEmpty else {
+            result.errors = [ScenarioError(
+                file: "", jsonPath: "", message: "no scenario files to reload: this server's scenarios were given in code")]
+            result.serving = servingVersions()
+            return result
+        }
+        let loaded: [Scenario]
+        do {
+            loaded = try ScenarioLoader.load(paths: configuration.scenarioPaths)
+        } catch {
+            result.errors = error.errors
+            result.serving = servingVersions()
+            return result
+        }
+        if loaded != engine.scenarios {
+            let before = Dictionary(servingVersions().map { ($0.name, $0.version) }, uniquingKeysWith: { first, _ in first })
+            engine.load(loaded, now: now())
+            result.changed = servingVersions().filter { before[$0.name] != $0.version }
+            let names = Set(loaded.map(\.name))
+            result.removed = before.keys.filter { !names.contains($0) }.sorted()
+        }
+        result.serving = servingVersions()
+        return result
+    }
+
+    func servingVersions() -> [ScenarioReload.Version] {
+        zip(engine.scenarios, engine.versions).map {
+            ScenarioReload.Version(name: $0.name, version: $1, source: $0.sourceFile)
+        }
+    }
+
+    /// SIGHUP reloads the scenario files (the CLI's `serve`).
+    func reloadOnHangup() {
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        if let event = event_new(loop.base, SIGHUP, Int16(EV_SIGNAL | EV_PERSIST), { _, _, context in
+            Unmanaged<ServerCore>.fromOpaque(context!).takeUnretainedValue().reloadScenarioFiles(trigger: .signal)
+        }, context) {
+            event_add(event, nil)
+            signalEvents.append(event)
+        }
+    }
+
+    /// `serve --watch`: reload when a scenario file changes.
+    var watcher: ScenarioWatcher?
+
+    func watchScenarioFiles() throws(ServerError) {
+        guard watcher == nil else { return }
+        watcher = try ScenarioWatcher(loop: loop, paths: configuration.scenarioPaths) { [unowned self] in
+            reloadScenarioFiles(trigger: .watch)
+        }
+    }
+
     func resetScenarios() {
         cancelPendingResponses()
         engine.reset(now: now())
@@ -217,6 +278,7 @@ final class ServerCore: @unchecked Sendable {
             event_free(event)
         }
         signalEvents = []
+        watcher?.stop()
         admin.stop()
         for connection in Array(connections.values) { connection.teardown(outcomeForQueued: .cancelled) }
         journalFile?.close()

@@ -121,6 +121,10 @@ case .serve(let options):
     configuration.headerTimeoutMilliseconds = options.headerTimeoutMilliseconds
     configuration.journalFile = options.journalFile
     configuration.requestLog = options.requestLog
+    configuration.scenarioPaths = paths
+    configuration.onReload = { reload in
+        FileHandle.standardError.write(Data("faultline: \(reload)\n".utf8))
+    }
     let server: FaultlineServer
     do {
         server = try FaultlineServer(configuration: configuration)
@@ -128,6 +132,14 @@ case .serve(let options):
         fail(error.description, code: 2)
     }
     await server.stopOnSignals()
+    await server.reloadOnHangup()
+    if options.watch {
+        do {
+            try await server.watchScenarioFiles()
+        } catch {
+            fail("cannot watch the scenario files: \(error)", code: 2)
+        }
+    }
     if let portFile = options.portFile {
         // Write then rename, so a test polling for the file never reads half of it.
         let temporary = portFile + ".tmp-\(getpid())"

@@ -43,6 +43,28 @@ import Testing
         #expect(steps == [1, 1])
     }
 
+    @Test func versionsChangeOnlyWithContent() {
+        let route = { (status: Int) in
+            Route(id: "r", match: RouteMatch(methods: ["GET"], path: Self.path("/p")), responses: [ResponseStep(status: status)])
+        }
+        var other = Self.scenario([route(204)])
+        other.name = "other"
+        let engine = Engine(scenarios: [Self.scenario([route(200)])])
+        #expect(engine.versions == [1])
+        #expect(engine.decide(Self.request("GET", "/p"), requestID: 1).scenarioVersion == 1)
+        engine.load([Self.scenario([route(200)])])
+        engine.reset()
+        #expect(engine.versions == [1], "the same document again, or a reset, is the same version")
+        engine.load([Self.scenario([route(201)]), other])
+        #expect(engine.versions == [2, 1])
+        #expect(engine.decide(Self.request("GET", "/p"), requestID: 2).scenarioVersion == 2)
+        engine.load([Self.scenario([route(200)])])
+        #expect(engine.versions == [3], "going back to older content is a new version: versions only grow")
+        engine.load([other])
+        #expect(engine.versions == [1])
+        #expect(engine.decide(Self.request("GET", "/nothing"), requestID: 3).scenarioVersion == nil)
+    }
+
     @Test func cycleAndFailAfterLast() {
         let steps = [ResponseStep(status: 201), ResponseStep(status: 202)]
         let cycle = Route(id: "c", match: RouteMatch(path: Self.path("/c")), responses: steps, afterLast: .cycle)

@@ -110,6 +110,31 @@ import Testing
         #expect(engine.stateJSON(now: Self.at(300))["sideEffects"]?["total"] == .int(0))
     }
 
+    @Test func completionsFromBeforeAResetOrReloadAreIgnored() throws {
+        let engine = try Self.engine(Self.orders)
+        let key = [("Idempotency-Key", "k")]
+        let first = engine.decide(Self.request("POST", "/pay", key, body: "{}"), requestID: 1)
+        #expect(first.plan.status == 201)
+        engine.reset()
+        // The old exchange ends after the reset: its response must not become the new store's record for "k".
+        engine.finish(first.completion!, now: Self.at(5))
+        let fresh = engine.decide(Self.request("POST", "/pay", key, body: "{}"), requestID: 2)
+        #expect(fresh.plan.status == 201 && !EngineTests.written(fresh.plan).contains("Idempotent-Replayed"))
+        #expect(fresh.completion?.generation == engine.generation)
+
+        let refresh = try Self.engine(Self.auth)
+        let tokenCall = { (id: Int) in
+            refresh.decide(Self.request("POST", "/token", [("Content-Type", "application/x-www-form-urlencoded")],
+                                        body: "grant_type=refresh_token&refresh_token=r-1"), requestID: id)
+        }
+        let old = tokenCall(1)
+        refresh.load(refresh.scenarios)
+        _ = tokenCall(2)
+        // Only the new call is in flight; the old one ending must not count it as finished.
+        refresh.finish(old.completion!, now: Self.at(5))
+        #expect(refresh.stateJSON(now: Self.at(5))["auth"]?["refreshesInFlight"] == .int(1))
+    }
+
     @Test func scriptedRetryAfterIsJudgedPerRoute() throws {
         let json = #"{"name": "r", "routes": [{"id": "m", "match": {"path": "/m"}, "responses": [{"status": 503, "headers": {"Retry-After": "2"}}, {"text": "up"}]}]}"#
         let engine = try Self.engine(json)

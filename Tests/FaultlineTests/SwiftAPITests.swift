@@ -35,6 +35,37 @@ import FoundationNetworking
         #expect(state["retryAfter"]?["early"] == .int(1))
     }
 
+    @Test func reloadScenarioFilesServesTheEditedFile() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("faultline-reload-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let file = folder.appendingPathComponent("api.json")
+        func write(_ body: String) throws {
+            try Data(#"{"name": "api", "routes": [{"id": "v", "match": {"path": "/v"}, "responses": [{"text": "\#(body)"}]}]}"#.utf8)
+                .write(to: file)
+        }
+        try write("one")
+        let server = try FaultlineServer(scenarioPaths: [folder.path])
+        defer { Task { await server.stop() } }
+        let session = URLSession(configuration: .ephemeral)
+        defer { session.invalidateAndCancel() }
+        let url = server.baseURL.appendingPathComponent("v")
+
+        #expect(String(decoding: try await session.data(from: url).0, as: UTF8.self) == "one")
+        try write("two")
+        let reload = await server.reloadScenarioFiles()
+        #expect(reload.applied && reload.errors.isEmpty)
+        #expect(reload.changed == [ScenarioReload.Version(name: "api", version: 2, source: file.path)])
+        #expect(String(decoding: try await session.data(from: url).0, as: UTF8.self) == "two")
+
+        try Data("{".utf8).write(to: file)
+        let rejected = await server.reloadScenarioFiles()
+        #expect(!rejected.applied && rejected.errors.map(\.file) == [file.path])
+        #expect(String(decoding: try await session.data(from: url).0, as: UTF8.self) == "two")
+        let versions = try await server.waitForRequests(count: 3, matching: JournalFilter(path: "/v")).map(\.scenarioVersion)
+        #expect(versions == [1, 2, 2])
+    }
+
     @Test func waitForRequestsThrowsWithWhatItSaw() async throws {
         let server = try TestSupport.server([Self.scenario])
         defer { Task { await server.stop() } }

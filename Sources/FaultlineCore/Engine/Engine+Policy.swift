@@ -13,6 +13,8 @@ public struct EngineInstant: Sendable, Equatable {
 /// What the engine needs to hear when an exchange ends (whatever its outcome): a token call is no longer
 /// in flight; an idempotent first attempt's response is stored for replay.
 public struct ExchangeCompletion: Sendable {
+    /// The engine's `generation` when the exchange was decided.
+    public var generation: Int
     public var refresh = false
     public var idempotency: (scope: String, key: String, response: StoredResponse)?
 }
@@ -67,6 +69,8 @@ extension Engine {
 
     /// An exchange has ended; see `ExchangeCompletion`.
     public func finish(_ completion: ExchangeCompletion, now: EngineInstant) {
+        // Decided by scripts that have since been reloaded or reset: the state it would update is gone.
+        guard completion.generation == generation else { return }
         if completion.refresh { policy.authority?.refreshFinished() }
         if let stored = completion.idempotency {
             policy.idempotency[stored.scope]?.complete(
@@ -173,7 +177,7 @@ extension Engine {
         var random = SeededRandom(seed: UInt64(requestID))
         let plan = ResponsePlanner.plan(PreparedStep(step), for: request, context: &context, random: &random)
         var decision = Decision(scenario: nil, route: nil, step: nil, unmatched: nil, plan: plan)
-        decision.completion = ExchangeCompletion(refresh: true)
+        decision.completion = ExchangeCompletion(generation: generation, refresh: true)
         decision.route = "auth:token"
         return decision
     }

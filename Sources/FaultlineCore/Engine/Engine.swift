@@ -1,6 +1,8 @@
 /// The decision for one request: which route and step took it (if any) and the plan to put on the wire.
 public struct Decision: Sendable {
     public var scenario: String?
+    /// The matched scenario's version (`Engine.version(of:)`): which edit of the file served the request.
+    public var scenarioVersion: Int?
     public var route: String?
     /// Zero-based index into the route's `responses`.
     public var step: Int?
@@ -41,6 +43,14 @@ public final class Engine {
     }
 
     public private(set) var scenarios: [Scenario] = []
+    /// `versions[i]` is the version of `scenarios[i]`: 1 the first time a scenario name is loaded, one more each
+    /// time a scenario of that name is loaded with different content (a hot reload of an edited file, an upload).
+    /// Loading identical content again keeps the version, so a version names one exact scenario document.
+    public private(set) var versions: [Int] = []
+    private var versionHistory: [String: (scenario: Scenario, version: Int)] = [:]
+    /// Bumped by every load and reset: completions of exchanges decided before it are ignored, so a response
+    /// still in flight from the old scripts cannot touch the new state.
+    private(set) var generation = 0
     private var routes: [LoadedRoute] = []
     /// Requests served per (route index, sequenceBy value).
     private var cursors: [CursorKey: Int] = [:]
@@ -66,6 +76,12 @@ public final class Engine {
     public func load(_ scenarios: [Scenario], now: EngineInstant = EngineInstant()) {
         loadedAt = now
         self.scenarios = scenarios
+        versions = scenarios.map { scenario in
+            let previous = versionHistory[scenario.name]
+            let version = previous.map { $0.scenario == scenario ? $0.version : $0.version + 1 } ?? 1
+            versionHistory[scenario.name] = (scenario, version)
+            return version
+        }
         routes = []
         for (index, scenario) in scenarios.enumerated() {
             for route in scenario.routes {
@@ -86,6 +102,7 @@ public final class Engine {
     /// Rewinds every script and reseeds every random source; the loaded scenarios stay.
     /// Policy state (tokens, buckets, idempotency records, counters) starts again too.
     public func reset(now: EngineInstant? = nil) {
+        generation += 1
         cursors = [:]
         randoms = scenarios.map { SeededRandom(seed: $0.seed) }
         nextResourceID = 1
@@ -166,7 +183,7 @@ public final class Engine {
         }
         var idempotencyKey: String?
         if let answer = idempotencyGate(loaded.route, input, key: &idempotencyKey, now: now, notes: &notes) {
-            return Self.decision(loaded, step: nil, plan: answer)
+            return routeDecision(loaded, step: nil, plan: answer)
         }
         let served = cursors[key, default: 0]
         let total = loaded.stepEnds.last ?? 0
@@ -194,7 +211,7 @@ public final class Engine {
             }
             let plan = ResponsePlanner.plan(
                 PreparedStep(step), for: input.request, context: &context, random: &randoms[loaded.scenarioIndex])
-            var decision = Self.decision(loaded, step: nil, plan: plan)
+            var decision = routeDecision(loaded, step: nil, plan: plan)
             decision.chaos = true
             if case .status = chaos.outcomes[pick] { decision.plan.fault = chaos.outcomes[pick].description }
             return decision
@@ -209,7 +226,7 @@ public final class Engine {
                 if let idempotencyKey {
                     policy.idempotency[loaded.route.id]?.abandon(scope: loaded.route.id, key: idempotencyKey)
                 }
-                return Self.decision(
+                return routeDecision(
                     loaded, step: nil,
                     plan: ResponsePlanner.scriptExhausted(input.request, routeID: loaded.route.id, played: total))
             }
@@ -221,7 +238,7 @@ public final class Engine {
             loaded.prepared[stepIndex], for: input.request, context: &context,
             random: &randoms[loaded.scenarioIndex], extraHeaders: extraHeaders, keepResponse: idempotencyKey != nil)
         apply(step.effects, now: now)
-        var decision = Self.decision(loaded, step: stepIndex, plan: plan)
+        var decision = routeDecision(loaded, step: stepIndex, plan: plan)
         if let retryAfter = step.headers.first(where: { $0.name.caseInsensitiveEquals("retry-after") })?.value,
            let wait = RetryAfterTracker.waitMilliseconds(retryAfter: retryAfter, wallSeconds: now.wallSeconds) {
             policy.retryAfter.advertised(
@@ -247,7 +264,7 @@ public final class Engine {
                 policy.idempotency[loaded.route.id]?.complete(
                     scope: loaded.route.id, key: idempotencyKey, response: stored, nowMilliseconds: now.monotonicMilliseconds)
             } else {
-                decision.completion = ExchangeCompletion(idempotency: (loaded.route.id, idempotencyKey, stored))
+                decision.completion = ExchangeCompletion(generation: generation, idempotency: (loaded.route.id, idempotencyKey, stored))
             }
             decision.plan.response = nil
         }
@@ -255,10 +272,11 @@ public final class Engine {
     }
 
     /// A decision taken by `loaded`'s route; the one place that ties it to its scenario.
-    private static func decision(_ loaded: LoadedRoute, step: Int?, plan: ResponsePlan) -> Decision {
+    private func routeDecision(_ loaded: LoadedRoute, step: Int?, plan: ResponsePlan) -> Decision {
         var decision = Decision(
             scenario: loaded.scenario.name, route: loaded.route.id, step: step, unmatched: nil, plan: plan)
         decision.scenarioIndex = loaded.scenarioIndex
+        decision.scenarioVersion = versions[loaded.scenarioIndex]
         return decision
     }
 

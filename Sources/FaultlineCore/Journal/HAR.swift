@@ -45,6 +45,7 @@ public enum HAR {
             ("connection", .string(String(entry.connectionID))),
             ("_sequence", .int(entry.sequence)),
             ("_scenario", entry.scenario.map(JSONValue.string) ?? .null),
+            ("_scenarioVersion", entry.scenarioVersion.map(JSONValue.int) ?? .null),
             ("_route", entry.route.map(JSONValue.string) ?? .null),
             ("_step", entry.step.map(JSONValue.int) ?? .null),
             ("_fault", entry.fault.map(JSONValue.string) ?? .null),

@@ -32,6 +32,7 @@ extension JournalEntry {
             rawRequestLine: head == nil ? string(json["requestLine"]) : nil, body: body,
             bodySize: int(json["bodySize"]) ?? body.count, malformed: string(json["error"]))
         scenario = string(json["scenario"])
+        scenarioVersion = int(json["scenarioVersion"])
         route = string(json["route"])
         step = int(json["step"])
         if case .array(let items)? = json["notes"] { notes = items.compactMap(string) }

@@ -50,6 +50,9 @@ public struct JournalEntry: Sendable {
     /// Why the request was not valid HTTP; nil for a well-formed request.
     public var malformed: String?
     public var scenario: String?
+    /// Which version of the scenario served the request (`Engine.versions`); it changes when a hot reload or an
+    /// upload brings different content under the same name.
+    public var scenarioVersion: Int?
     public var route: String?
     public var step: Int?
     public var unmatched: UnmatchedInfo?
@@ -120,6 +123,7 @@ extension JournalEntry {
         members.append(("malformed", .bool(malformed != nil)))
         if let malformed { members.append(("error", .string(malformed))) }
         members.append(("scenario", scenario.map(JSONValue.string) ?? .null))
+        members.append(("scenarioVersion", scenarioVersion.map(JSONValue.int) ?? .null))
         members.append(("route", route.map(JSONValue.string) ?? .null))
         members.append(("step", step.map(JSONValue.int) ?? .null))
         members.append(("matched", .bool(route != nil)))

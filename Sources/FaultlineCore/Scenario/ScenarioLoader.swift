@@ -49,6 +49,17 @@ public enum ScenarioLoader {
                 loadFile(path, directory: parentDirectory(of: path))
             }
         }
+        // Versions, verdicts and the admin API name scenarios: two files with one name would be ambiguous.
+        var firstFileByName: [String: String] = [:]
+        for scenario in scenarios {
+            if let first = firstFileByName[scenario.name] {
+                errors.append(ScenarioError(
+                    file: scenario.sourceFile, jsonPath: "name",
+                    message: "duplicate scenario name \(quoted(scenario.name)); \(first) has it too"))
+            } else {
+                firstFileByName[scenario.name] = scenario.sourceFile
+            }
+        }
         if !errors.isEmpty {
             throw ScenarioLoadError(errors: errors)
         }
