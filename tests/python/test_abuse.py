@@ -101,14 +101,19 @@ def _socket_kinds():
 
 def server_fds(pid):
     """(open descriptors, descriptors that are client connections) of process `pid`. A TCP socket that is in
-    no table any more (closed by RST, still held open) counts as a connection: that is what a leak looks like."""
+    no table any more (closed by RST, still held open) counts as a connection: that is what a leak looks like.
+
+    `anon_inode:` descriptors (epoll, eventfd, timerfd) are not counted: the Swift runtime's Dispatch creates
+    its own trio lazily, at a moment of its choosing, and nothing per connection ever opens one."""
     fd_dir = f"/proc/{pid}/fd"
     targets = []
     for name in os.listdir(fd_dir):
         try:
-            targets.append(os.readlink(f"{fd_dir}/{name}"))
+            target = os.readlink(f"{fd_dir}/{name}")
         except FileNotFoundError:
-            pass
+            continue
+        if not target.startswith("anon_inode:"):
+            targets.append(target)
     kinds = _socket_kinds()
     connections = sum(1 for target in targets
                       if target.startswith("socket:[") and kinds.get(target[8:-1], "tcp") == "tcp")

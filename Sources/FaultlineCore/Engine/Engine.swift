@@ -32,14 +32,23 @@ public struct UnmatchedInfo: Sendable, Equatable {
 /// move it causes happen as one step (DESIGN §1). Deterministic for a given request sequence: all
 /// randomness comes from each scenario's seed.
 public final class Engine {
-    /// A route with the scenario it came from and its pre-rendered steps.
-    private struct LoadedRoute {
-        var scenario: Scenario
-        var scenarioIndex: Int
-        var route: Route
+    /// A route with the scenario it came from and its pre-rendered steps. A class: the request path reads it
+    /// for every request, and copying a struct of this size costs a retain and release per field.
+    private final class LoadedRoute {
+        let scenario: Scenario
+        let scenarioIndex: Int
+        let route: Route
         /// Cumulative `times`: step i answers requests [ends[i-1], ends[i]) of the script.
-        var stepEnds: [Int]
-        var prepared: [PreparedStep]
+        let stepEnds: [Int]
+        let prepared: [PreparedStep]
+
+        init(scenario: Scenario, scenarioIndex: Int, route: Route, stepEnds: [Int], prepared: [PreparedStep]) {
+            self.scenario = scenario
+            self.scenarioIndex = scenarioIndex
+            self.route = route
+            self.stepEnds = stepEnds
+            self.prepared = prepared
+        }
     }
 
     public private(set) var scenarios: [Scenario] = []
@@ -149,13 +158,17 @@ public final class Engine {
         notes: inout [String]
     ) -> Decision {
         let request = input.request
+        for index in routes.indices {
+            if case .matched(let parameters) = RouteMatcher.match(routes[index].route.match, input, explain: false) {
+                return play(index, input, parameters, requestID: requestID, now: now, extraHeaders: extraHeaders, notes: &notes)
+            }
+        }
+        // No route took it: only now work out which came nearest, and why it missed, for the 404.
         var nearest: (miss: MatchMiss, index: Int)?
         for index in routes.indices {
-            switch RouteMatcher.match(routes[index].route.match, input) {
-            case .matched(let parameters):
-                return play(index, input, parameters, requestID: requestID, now: now, extraHeaders: extraHeaders, notes: &notes)
-            case .missed(let miss):
-                if nearest == nil || miss.score > nearest!.miss.score { nearest = (miss, index) }
+            if case .missed(let miss) = RouteMatcher.match(routes[index].route.match, input),
+               nearest == nil || miss.score > nearest!.miss.score {
+                nearest = (miss, index)
             }
         }
         let info = UnmatchedInfo(

@@ -12,6 +12,9 @@ public final class MatchInput {
     /// The path part of the target, still percent-encoded.
     public private(set) lazy var path: String = request.path
 
+    /// Whether the path has no percent-escapes, so that it reads the same decoded.
+    public private(set) lazy var pathIsPlain: Bool = !path.utf8.contains(UInt8(ascii: "%"))
+
     /// Percent-decoded path segments, without the leading empty one.
     public private(set) lazy var pathSegments: [String] = {
         var segments: [String] = []
@@ -36,6 +39,9 @@ public final class MatchInput {
 public struct MatchMiss: Sendable, Equatable {
     public var reason: String
     public var score: Int
+
+    /// What a miss reports when nobody asked why (`explain: false`).
+    static let unexplained = MatchMiss(reason: "", score: 0)
 }
 
 /// The outcome of testing one route against one request.
@@ -46,25 +52,35 @@ public enum MatchResult {
 
 /// Route matching (DESIGN §2): every condition of `match` must hold. Pure functions, tested without sockets.
 public enum RouteMatcher {
-    public static func match(_ route: RouteMatch, _ input: MatchInput) -> MatchResult {
+    /// Whether `route` takes `input`. With `explain` (the default) a miss says why and scores how close it came;
+    /// without, misses are `MatchMiss.unexplained` and cost no string building — the engine's first pass, which
+    /// only explains when no route matched at all.
+    public static func match(_ route: RouteMatch, _ input: MatchInput, explain: Bool = true) -> MatchResult {
         // Score: the path counts most, then the method, then each other condition; a miss keeps the
         // score of what did match so the 404 can name the nearest route.
         var score = 0
         var parameters: [String: String] = [:]
         if let pattern = route.path {
-            switch matchPath(pattern, input.pathSegments) {
-            case .success(let captured):
-                parameters = captured
+            if let literal = pattern.literalPath, input.pathIsPlain, !explain {
+                guard input.path == literal else { return .missed(.unexplained) }
                 score += 100
-            case .failure(let matchedSegments):
-                return .missed(MatchMiss(
-                    reason: "path \(input.path) does not match \(pattern.isPrefix ? "prefix " : "")"
-                        + pattern.source,
-                    score: matchedSegments * 10))
+            } else {
+                switch matchPath(pattern, input) {
+                case .success(let captured):
+                    parameters = captured
+                    score += 100
+                case .failure(let matchedSegments):
+                    guard explain else { return .missed(.unexplained) }
+                    return .missed(MatchMiss(
+                        reason: "path \(input.path) does not match \(pattern.isPrefix ? "prefix " : "")"
+                            + pattern.source,
+                        score: matchedSegments * 10))
+                }
             }
         }
         if !route.methods.isEmpty {
             guard route.methods.contains(input.request.method) else {
+                guard explain else { return .missed(.unexplained) }
                 return .missed(MatchMiss(
                     reason: "method \(input.request.method) is not \(route.methods.joined(separator: " or "))",
                     score: score))
@@ -73,16 +89,18 @@ public enum RouteMatcher {
         }
         for (name, matcher) in route.query {
             let value = input.query.first(where: { $0.name == name })?.value
-            if let problem = check(matcher, value) {
-                return .missed(MatchMiss(reason: "query parameter \(name) \(problem)", score: score))
+            if !satisfies(matcher, value) {
+                guard explain else { return .missed(.unexplained) }
+                return .missed(MatchMiss(reason: "query parameter \(name) \(check(matcher, value) ?? "")", score: score))
             }
             score += 5
         }
         for (name, matcher) in route.headers {
             let values = input.request.headers.values(name)
             let value = values.isEmpty ? nil : values.joined(separator: ", ")
-            if let problem = check(matcher, value) {
-                return .missed(MatchMiss(reason: "header \(name) \(problem)", score: score))
+            if !satisfies(matcher, value) {
+                guard explain else { return .missed(.unexplained) }
+                return .missed(MatchMiss(reason: "header \(name) \(check(matcher, value) ?? "")", score: score))
             }
             score += 5
         }
@@ -98,41 +116,74 @@ public enum RouteMatcher {
         case failure(Int)
     }
 
-    private static func matchPath(_ pattern: PathPattern, _ segments: [String]) -> PathOutcome {
+    /// Matches the request path against `pattern`, segment by segment. A path without percent-escapes is
+    /// walked in place, allocating only the captured parameters; one with escapes uses its decoded segments.
+    private static func matchPath(_ pattern: PathPattern, _ input: MatchInput) -> PathOutcome {
+        if input.pathIsPlain {
+            var rest = Substring(input.path)
+            if rest.utf8.first == UInt8(ascii: "/") { rest = rest.dropFirst() }
+            return matchPath(pattern, SlashSeparated(rest: rest))
+        }
+        return matchPath(pattern, input.pathSegments.lazy.map { Substring($0) }.makeIterator())
+    }
+
+    /// The segments between slashes, empty ones included ("a//b/" is a, "", b, "").
+    private struct SlashSeparated: IteratorProtocol {
+        var rest: Substring
+        var done = false
+
+        mutating func next() -> Substring? {
+            guard !done else { return nil }
+            guard let slash = rest.utf8.firstIndex(of: UInt8(ascii: "/")) else {
+                done = true
+                return rest
+            }
+            defer { rest = rest[rest.utf8.index(after: slash)...] }
+            return rest[..<slash]
+        }
+    }
+
+    private static func matchPath(_ pattern: PathPattern, _ segments: some IteratorProtocol<Substring>) -> PathOutcome {
+        var segments = segments
         var wanted = pattern.segments
         // "/v1/" as a prefix means "under /v1": its trailing empty segment is not a requirement.
         if pattern.isPrefix, case .literal("")? = wanted.last { wanted.removeLast() }
         var captured: [String: String] = [:]
         for (index, segment) in wanted.enumerated() {
-            guard index < segments.count else { return .failure(index) }
+            guard let actual = segments.next() else { return .failure(index) }
             switch segment {
             case .literal(let text):
-                guard segments[index] == text else { return .failure(index) }
+                guard actual.utf8.elementsEqual(text.utf8) else { return .failure(index) }
             case .parameter(let name):
-                guard !segments[index].isEmpty else { return .failure(index) }
-                captured[name] = segments[index]
+                guard !actual.isEmpty else { return .failure(index) }
+                captured[name] = String(actual)
             }
         }
-        if !pattern.isPrefix && segments.count != wanted.count { return .failure(wanted.count) }
+        if !pattern.isPrefix && segments.next() != nil { return .failure(wanted.count) }
         return .success(captured)
+    }
+
+    /// `check` without the message.
+    static func satisfies(_ matcher: ValueMatcher, _ value: String?) -> Bool {
+        switch matcher {
+        case .present: return value != nil
+        case .absent: return value == nil
+        case .equals(let expected): return value == expected
+        case .contains(let part): return value?.contains(part) ?? false
+        case .regex(let pattern): return value.map { RegexCache.matches(pattern, $0) } ?? false
+        }
     }
 
     /// Nil when the value satisfies the matcher; otherwise what is wrong, phrased to follow a field name.
     static func check(_ matcher: ValueMatcher, _ value: String?) -> String? {
+        if satisfies(matcher, value) { return nil }
+        let found = value.map { "is \"\($0)\"" } ?? "is absent"
         switch matcher {
-        case .present:
-            return value == nil ? "is absent, expected present" : nil
-        case .absent:
-            return value == nil ? nil : "is present (\"\(value!)\"), expected absent"
-        case .equals(let expected):
-            guard let value else { return "is absent, expected \"\(expected)\"" }
-            return value == expected ? nil : "is \"\(value)\", expected \"\(expected)\""
-        case .contains(let part):
-            guard let value else { return "is absent, expected it to contain \"\(part)\"" }
-            return value.contains(part) ? nil : "is \"\(value)\", expected it to contain \"\(part)\""
-        case .regex(let pattern):
-            guard let value else { return "is absent, expected it to match /\(pattern)/" }
-            return RegexCache.matches(pattern, value) ? nil : "is \"\(value)\", expected it to match /\(pattern)/"
+        case .present: return "is absent, expected present"
+        case .absent: return "is present (\"\(value ?? "")\"), expected absent"
+        case .equals(let expected): return "\(found), expected \"\(expected)\""
+        case .contains(let part): return "\(found), expected it to contain \"\(part)\""
+        case .regex(let pattern): return "\(found), expected it to match /\(pattern)/"
         }
     }
 

@@ -72,6 +72,11 @@ public struct HTTPRequestHead: Sendable, Equatable {
     /// The path part of the target (before `?`), still percent-encoded. Absolute-form targets are reduced
     /// to their path.
     public var path: String {
+        // Origin-form, the usual case: up to `?`, found byte-wise (no grapheme breaking on the hot path).
+        if target.utf8.first == UInt8(ascii: "/") {
+            guard let q = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return target }
+            return String(target[..<q])
+        }
         var rest = Substring(target)
         // Absolute-form (RFC 9112 §3.2.2): drop "scheme://authority".
         if !rest.hasPrefix("/"), let colon = rest.firstIndex(of: ":"), rest[colon...].hasPrefix("://") {
@@ -84,7 +89,7 @@ public struct HTTPRequestHead: Sendable, Equatable {
 
     /// The query string after `?`, without the `?`; empty when there is none.
     public var query: String {
-        guard let q = target.firstIndex(of: "?") else { return "" }
+        guard let q = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return "" }
         return String(target[target.index(after: q)...])
     }
 
@@ -96,7 +101,9 @@ public struct HTTPRequestHead: Sendable, Equatable {
     /// Whether the connection may stay open after this exchange, from the client's side (RFC 9112 §9.3):
     /// HTTP/1.1 unless `Connection: close`; HTTP/1.0 only with `Connection: keep-alive`.
     public var clientWantsKeepAlive: Bool {
-        let tokens = headers.values("connection")
+        let values = headers.values("connection")
+        if values.isEmpty { return version.major == 1 && version.minor != 0 }
+        let tokens = values
             .flatMap { $0.split(separator: ",") }
             .map { $0.trimmingWhitespace().lowercased() }
         if tokens.contains("close") { return false }

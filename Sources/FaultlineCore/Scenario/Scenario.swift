@@ -239,11 +239,21 @@ public struct PathPattern: Sendable, Equatable {
     public var isPrefix: Bool
     /// The template as written in the scenario, for messages.
     public var source: String
+    /// For an exact path without parameters (`/v1/items`): the decoded path itself, which a request path
+    /// without percent-escapes can be compared with whole, without splitting it into segments.
+    public let literalPath: String?
 
     public init(segments: [Segment], isPrefix: Bool, source: String) {
         self.segments = segments
         self.isPrefix = isPrefix
         self.source = source
+        var literals: [String] = []
+        for segment in segments {
+            guard case .literal(let text) = segment else { break }
+            literals.append(text)
+        }
+        literalPath = !isPrefix && literals.count == segments.count && !segments.isEmpty
+            ? "/" + literals.joined(separator: "/") : nil
     }
 }
 
