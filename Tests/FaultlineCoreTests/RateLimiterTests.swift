@@ -388,6 +388,24 @@ struct RetryAfterTrackerTests {
         #expect(tracker.arrived(key: "b", sequence: 4, nowMilliseconds: 800) == nil)
     }
 
+    @Test("only the newest observations are kept, so memory stays bounded; the counts stay exact")
+    func boundedObservations() {
+        var tracker = RetryAfterTracker(observationCapacity: 3)
+        // One connection, each request the retry of the one before: 9 advertisements, 8 early retries.
+        for sequence in 1...9 {
+            tracker.arrived(key: "k", sequence: sequence, nowMilliseconds: UInt64(sequence), connection: 1)
+            tracker.advertised(key: "k", sequence: sequence, status: 503, retryAfter: "1", waitMilliseconds: 1000,
+                               nowMilliseconds: UInt64(sequence), connection: 1)
+        }
+        #expect(tracker.retries == 8 && tracker.early == 8)
+        #expect(tracker.observations.map(\.retrySequence) == [7, 8, 9])
+        let state = tracker.stateJSON().serialized()
+        #expect(state.hasPrefix(
+            #"{"retries":8,"honoured":0,"early":8,"observations":[{"key":"k","advertisedSequence":6,"#))
+        tracker.reset()
+        #expect(tracker.retries == 0 && tracker.observations.isEmpty)
+    }
+
     @Test("waitMilliseconds reads delay-seconds", arguments: [("120", 120_000), (" 3 ", 3000), ("0", 0),
                                                               ("007", 7000)])
     func waitFromSeconds(text: String, expected: Int) {

@@ -8,6 +8,7 @@ never sleeps to wait for the server."""
 import email.utils
 import json
 import re
+import socket
 import subprocess
 import threading
 import time
@@ -245,6 +246,33 @@ def test_ratelimit_fields_on_allowed_and_limited_responses(start_faultline):
 
 
 # -- 2. Token refresh ------------------------------------------------------------------------------------
+
+
+def test_retry_after_judgements_stay_bounded_over_a_long_run(start_faultline, write_scenario):
+    """Found by `make soak`: every judged retry after a 429/503 was kept for ever (~150 bytes each; a million
+    503s grew the server by ~140 MB). /state keeps the newest 10,000 observations, as the journal keeps its newest
+    entries, and its counts stay exact."""
+    busy = {"name": "busy", "routes": [{"id": "busy", "match": {"path": "/busy"}, "responses": [
+        {"status": 503, "headers": {"Retry-After": "1"}, "text": "busy"}]}]}
+    server = start_faultline(write_scenario(busy))
+    total = 10_500
+    # Pipelined on one connection, so each request is the (early) retry of the one before it.
+    with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT_S) as client:
+        sent = 0
+        while sent < total:
+            batch = min(1000, total - sent)
+            client.sendall(b"GET /busy HTTP/1.1\r\nHost: x\r\n\r\n" * batch)
+            sent += batch
+            received = b""
+            while received.count(b"HTTP/1.1 503 ") < batch:
+                chunk = client.recv(65536)
+                assert chunk, "the server closed the connection"
+                received += chunk
+    # Every response is in, so every request has been judged.
+    judged = state(server)["retryAfter"]
+    assert (judged["retries"], judged["early"], judged["honoured"]) == (total - 1, total - 1, 0)
+    assert len(judged["observations"]) == 10_000
+    assert [o["retrySequence"] for o in judged["observations"][-2:]] == [total - 1, total]
 
 
 def bearer(token):

@@ -61,13 +61,25 @@ public struct RetryAfterTracker: Sendable {
         }
     }
 
-    /// Judged retries, in the order they arrived.
-    public private(set) var observations: [Observation] = []
+    /// How many judged retries are kept for `/state` and the `honorsRetryAfter` verdict: the newest ones, as the
+    /// journal keeps its newest entries (whose default capacity this is); `retries` and `early` stay exact.
+    /// Unbounded, a server answering 429s or 503s for hours grew by ~150 bytes per retry (found by `make soak`).
+    public let observationCapacity: Int
+    /// Judged retries, oldest first: the newest `observationCapacity` of them.
+    public var observations: [Observation] { Array(judged.suffix(observationCapacity)) }
+    /// Up to twice the capacity, trimmed to it in one step, so that recording stays O(1) amortized.
+    private var judged: [Observation] = []
+    /// Every retry judged since the start (or the last reset), including those no longer kept.
+    public private(set) var retries = 0
+    /// Of `retries`, those that came before the advertised time.
+    public private(set) var early = 0
     /// Per key, the advertisements not yet answered by a retry, oldest first.
     private var pendingByKey: [String: [Advertisement]] = [:]
 
     /// A tracker with nothing pending and nothing observed.
-    public init() {}
+    public init(observationCapacity: Int = 10_000) {
+        self.observationCapacity = max(observationCapacity, 1)
+    }
 
     /// Whether any advertisement waits for a retry (lets the hot path skip building keys).
     public var hasPending: Bool { !pendingByKey.isEmpty }
@@ -126,23 +138,27 @@ public struct RetryAfterTracker: Sendable {
             advertisedWaitMilliseconds: Self.clampedDifference(earliest, sent),
             actualWaitMilliseconds: Self.clampedDifference(nowMilliseconds, sent),
             earlyByMilliseconds: Self.clampedDifference(earliest, nowMilliseconds))
-        observations.append(observation)
+        retries += 1
+        if !observation.honoured { early += 1 }
+        judged.append(observation)
+        if judged.count >= 2 * observationCapacity { judged.removeFirst(judged.count - observationCapacity) }
         return observation
     }
 
     /// Forgets every observation and pending advertisement (scenario reset).
     public mutating func reset() {
-        observations = []
+        judged = []
+        retries = 0
+        early = 0
         pendingByKey = [:]
     }
 
-    /// For `GET /__faultline/state` and the `honorsRetryAfter` verdict: counts, the observations in order, and the
-    /// pending advertisements.
+    /// For `GET /__faultline/state`: the exact counts, the observations kept (oldest first), and the pending
+    /// advertisements.
     public func stateJSON() -> JSONValue {
-        let early = observations.filter { !$0.honoured }.count
-        return .object([
-            ("retries", .int(observations.count)),
-            ("honoured", .int(observations.count - early)),
+        .object([
+            ("retries", .int(retries)),
+            ("honoured", .int(retries - early)),
             ("early", .int(early)),
             ("observations", .array(observations.map { observation in
                 .object([
