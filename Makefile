@@ -3,7 +3,7 @@
 SWIFT ?= swift
 PORT ?= 8080
 
-.PHONY: deps build release serve test test-swift test-python bench clean
+.PHONY: deps build release serve test test-swift test-python bench soak clean
 
 deps:
 	@scripts/ensure-deps.sh build
@@ -31,6 +31,13 @@ bench:
 	$(SWIFT) build -c release --product faultline
 	scripts/bench.sh
 	python3 scripts/bench_timing.py
+
+# A mixed load with every fault for SOAK_SECONDS (default 180) against a release build; fails unless the journal
+# counted every request exactly, descriptors return to their baseline and RSS stays flat. Not part of `make test`
+# (tests/python/test_soak_short.py runs it for 8 s).
+soak: deps
+	$(SWIFT) build -c release --product faultline
+	python3 scripts/soak.py
 
 clean:
 	rm -rf .build

@@ -5,29 +5,35 @@ responses). Prints a table and appends it to bench-results/bench.txt.
   start-up      process start → first served request, median of 20 starts
   delay error   actual − scripted delay for 1,000 requests at 10–500 ms (client-side, loopback), p50/p99/max
   10k delayed   10,000 concurrent requests each delayed 1 s: all answered within [1.000, 1.050] s? peak RSS
+  journal       1,000,000 requests (wrk, keep-alive) with the default journal cap: RSS at 0, 100k, 250k, 500k,
+                750k and 1M requests (flat once the ring is full?), peak RSS; the journal's counters equal the
+                requests wrk wrote, exactly
 """
 import json
 import os
 import random
+import re
 import resource
 import selectors
+import signal
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 BINARY = os.environ.get("FAULTLINE_BIN", ".build/release/faultline")
 
 
-def start(scenario: dict):
+def start(scenario: dict, *options: str):
     folder = tempfile.mkdtemp(prefix="faultline-bench-")
     path = os.path.join(folder, "bench.json")
     with open(path, "w") as handle:
         json.dump(scenario, handle)
     began = time.monotonic()
-    process = subprocess.Popen([BINARY, "serve", path, "--port", "0"], stdout=subprocess.PIPE,
+    process = subprocess.Popen([BINARY, "serve", path, "--port", "0", *options], stdout=subprocess.PIPE,
                                stderr=subprocess.DEVNULL)
     line = process.stdout.readline().decode()
     port = int(line.rsplit(":", 1)[1])
@@ -134,6 +140,119 @@ def ten_thousand_delayed():
     return len(durations), inside, min(durations), max(durations), max(latencies), peak_rss
 
 
+# wrk counts what it *received*; the server journals what it *read*. To compare them exactly, this script counts
+# in each wrk thread the requests it wrote (request() runs right before wrk writes the bytes; a write error
+# would show as a wrk socket error) and the responses it read, and stops the thread once it has read its
+# quota. wrk's main thread only sleeps for -d, so the caller interrupts it (SIGINT) when it sees "quota".
+# Before the run wrk calls request() once more on its first thread, only to check the request parses
+# (script_verify_request in wrk's script.c); done() takes that call off.
+WRK_QUOTA_LUA = """
+local threads = {}
+function setup(thread) table.insert(threads, thread) end
+function init(args)
+    quota = tonumber(args[1]); sent = 0; received = 0
+    item = wrk.format("GET", "/item")
+end
+function request() sent = sent + 1; return item end
+function response(status, headers, body)
+    received = received + 1
+    if received == quota then io.write("quota\\n"); io.flush(); wrk.thread:stop() end
+end
+function done(summary, latency, requests)
+    local s, r = 0, 0
+    for _, t in ipairs(threads) do s = s + t:get("sent"); r = r + t:get("received") end
+    s = s - 1 -- wrk's check call before the run
+    io.write(string.format("lua: sent %d received %d\\n", s, r))
+end
+"""
+
+
+def proc_status_kb(pid: int, field: str) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise KeyError(field)
+
+
+def admin(port: int, path: str) -> dict:
+    return json.loads(get(port, "/__faultline/" + path).split(b"\r\n\r\n", 1)[1])
+
+
+def wrk_quota(port: int, script: str, quota: int, connections: int = 50):
+    """Runs wrk until it has read `quota` responses; returns (sent, received, wrk's "N requests", errors)."""
+    wrk = subprocess.Popen(["wrk", "-t1", f"-c{connections}", "-d1h", "-s", script,
+                            f"http://127.0.0.1:{port}/item", "--", str(quota)],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # A watchdog so a server that stops answering cannot hold the benchmark for wrk's full hour.
+    watchdog = threading.Timer(max(120.0, quota / 2000), lambda: wrk.send_signal(signal.SIGINT))
+    watchdog.start()
+    output = []
+    try:
+        for line in wrk.stdout:
+            output.append(line)
+            if line.strip() == "quota":
+                wrk.send_signal(signal.SIGINT)
+        wrk.wait(timeout=30)
+    finally:
+        watchdog.cancel()
+        if wrk.poll() is None:
+            wrk.kill()
+    text = "".join(output)
+    lua = re.search(r"lua: sent (\d+) received (\d+)", text)
+    complete = re.search(r"(\d+) requests in", text)
+    if not lua or not complete:
+        raise RuntimeError(f"unexpected wrk output:\n{text}")
+    errors = " ".join(line.strip() for line in output if "Socket errors" in line or "Non-2xx" in line)
+    return int(lua.group(1)), int(lua.group(2)), int(complete.group(1)), errors
+
+
+def journal_growth(milestones=(100_000, 250_000, 500_000, 750_000, 1_000_000)):
+    """Drives wrk in phases up to each milestone of journaled requests and samples VmRSS between phases, once
+    the phase's connections are closed; checks the counters against what wrk wrote after every phase."""
+    scenario = {"name": "j", "routes": [{"id": "item", "match": {"method": "GET", "path": "/item"},
+                                         "responses": [{"json": {"id": "1", "name": "widget", "price": 9.99}}]}]}
+    # --quiet as in bench.sh: the stderr request log is not what is measured here.
+    process, port, _ = start(scenario, "--quiet")
+    samples = [(0, proc_status_kb(process.pid, "VmRSS") / 1024)]
+    sent = received = complete = 0
+    problems = []
+    wrk_errors = []
+    script = os.path.join(tempfile.mkdtemp(prefix="faultline-bench-"), "quota.lua")
+    with open(script, "w") as handle:
+        handle.write(WRK_QUOTA_LUA)
+    try:
+        for milestone in milestones:
+            before = admin(port, "requests/count")["counters"]["totalRecorded"]
+            phase_sent, phase_received, phase_complete, errors = wrk_quota(port, script, milestone - before)
+            sent, received, complete = sent + phase_sent, received + phase_received, complete + phase_complete
+            if errors:
+                wrk_errors.append(errors)
+            # wrk has exited; wait until its connections are gone (only this admin call's is left).
+            deadline = time.monotonic() + 10
+            while admin(port, "health")["connections"] > 1 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            counters = admin(port, "requests/count")["counters"]
+            total = counters["totalRecorded"]
+            samples.append((total, proc_status_kb(process.pid, "VmRSS") / 1024))
+            if total - before != phase_sent:
+                problems.append(f"phase to {milestone:,}: journal +{total - before:,}, wrk wrote {phase_sent:,}")
+        counters = admin(port, "requests/count")
+        peak = proc_status_kb(process.pid, "VmHWM") / 1024
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    journal = counters["counters"]
+    expected = {"totalRecorded": sent, "retained": min(sent, journal["capacity"]),
+                "evicted": max(0, sent - journal["capacity"]), "perRoute": {"item": sent}, "malformed": 0,
+                "unmatched": 0}
+    for name, value in expected.items():
+        if journal[name] != value:
+            problems.append(f"{name} is {journal[name]}, expected {value}")
+    return {"samples": samples, "peak": peak, "sent": sent, "received": received, "complete": complete,
+            "journal": journal, "count": counters["count"], "problems": problems, "wrk_errors": wrk_errors}
+
+
 def main():
     lines = []
     lines.append(f"start-up to first served request: median {startup():.1f} ms of 20 starts (goal ≤ 50 ms)")
@@ -144,11 +263,30 @@ def main():
     lines.append(f"10,000 concurrent 1 s delays: {count} journaled, {inside} finished within [1.000, 1.050] s "
                  f"(server side: {low:.3f}–{high:.3f} s; slowest seen by the client {client_worst:.3f} s); "
                  f"peak RSS {rss} MB (goal ≤ 150 MB)")
+    growth = journal_growth()
+    journal = growth["journal"]
+    lines.append(f"journal growth: {growth['sent']:,} requests (wrk -t1 -c50, keep-alive, default cap "
+                 f"{journal['capacity']:,}); VmRSS by requests journaled:")
+    lines.append("  " + "  ".join(f"{count:>9,}: {mb:5.1f} MB" for count, mb in growth["samples"][:3]))
+    lines.append("  " + "  ".join(f"{count:>9,}: {mb:5.1f} MB" for count, mb in growth["samples"][3:]))
+    lines.append(f"  peak RSS {growth['peak']:.1f} MB, final {growth['samples'][-1][1]:.1f} MB; "
+                 f"change from 100k to the end {growth['samples'][-1][1] - growth['samples'][1][1]:+.1f} MB")
+    lines.append(f"  counters: totalRecorded {journal['totalRecorded']:,} = written by wrk {growth['sent']:,}; "
+                 f"retained {journal['retained']:,}, evicted {journal['evicted']:,}, perRoute item "
+                 f"{journal['perRoute'].get('item', 0):,}, requests/count {growth['count']:,} (retained only)")
+    lines.append(f"  wrk reported {growth['complete']:,} requests (responses read: {growth['received']:,}); "
+                 f"{growth['sent'] - growth['complete']:,} were written but in flight when a phase stopped wrk "
+                 f"(journaled, answered, never read)")
+    if growth["wrk_errors"]:
+        lines.append("  wrk errors: " + "; ".join(growth["wrk_errors"]))
+    exact = "yes" if not growth["problems"] else "NO — " + "; ".join(growth["problems"])
+    lines.append(f"  counters exact: {exact}")
     text = "\n".join(lines)
     print(text)
     os.makedirs("bench-results", exist_ok=True)
     with open("bench-results/bench.txt", "a") as handle:
         handle.write(text + "\n")
+    return 1 if growth["problems"] else 0
 
 
 if __name__ == "__main__":
