@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing Faultline needs on Debian, only when it is missing:
-#   libevent-dev (the server), curl (live tests), Python's requests + pytest + jsonschema (client and schema tests).
+#   libevent-dev (the server), curl (live tests), Python's requests + pytest + jsonschema (client and schema tests)
+#   and schemathesis (tests/python/test_openapi.py fuzzes the admin API against docs/openapi.json).
 # Usage: scripts/ensure-deps.sh [build|test|bench]
 set -euo pipefail
 need="${1:-build}"
@@ -31,6 +32,20 @@ if [ "$need" = test ]; then
             $sudo apt-get update -qq
             DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
                 python3-requests python3-pytest python3-jsonschema >/dev/null
+        fi
+    fi
+    if ! python3 -c 'import schemathesis' 2>/dev/null; then
+        echo "ensure-deps: installing Python package schemathesis" >&2
+        # Debian has no schemathesis package. Where pip may not install (PEP 668), it installs anyway with
+        # --break-system-packages: into /usr/local, beside Debian's own packages rather than over them (a newer
+        # pytest there shadows python3-pytest). No fallback to skipping: the test must run everywhere, CI included.
+        if ! python3 -m pip install -q schemathesis 2>/dev/null; then
+            if ! python3 -m pip --version >/dev/null 2>&1; then
+                $sudo apt-get update -qq
+                DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-pip >/dev/null
+            fi
+            $sudo python3 -m pip install -q --break-system-packages --root-user-action=ignore \
+                --no-warn-script-location schemathesis
         fi
     fi
 fi

@@ -43,10 +43,12 @@ final class AdminAPI {
         ("GET", "/__faultline/scenarios", "the loaded scenarios and their routes"),
         ("POST", "/__faultline/scenarios", "load scenarios (a scenario object, an array of them, or {\"paths\": [...]}); ?mode=add keeps the others"),
         ("POST", "/__faultline/scenarios/reset", "rewind every script; ?journal=true also clears the journal"),
+        ("POST", "/__faultline/scenarios/reload", "read the scenario files again (as SIGHUP and --watch do)"),
         ("GET", "/__faultline/report", "verdicts: each scenario's expect rules judged against the journal, with evidence"),
         ("GET", "/__faultline/state", "tokens, refresh counts, rate-limit buckets, Retry-After judgements, idempotency records, side effects"),
         ("POST", "/__faultline/auth/expire", "expire the current access token now"),
         ("POST", "/__faultline/shutdown", "stop the server after answering"),
+        ("GET", "/__faultline/openapi.json", "this API described in OpenAPI 3.1 (docs/openapi.json)"),
     ]
 
     func handle(_ request: HTTPRequest, connection: Connection, reply: @escaping Reply) {
@@ -63,7 +65,7 @@ final class AdminAPI {
         case "requests/count", "requests/wait", "requests.har": methods = ["GET"]
         case "scenarios": methods = ["GET", "POST"]
         case "scenarios/reset", "scenarios/reload", "shutdown", "auth/expire": methods = ["POST"]
-        case "state", "report": methods = ["GET"]
+        case "state", "report", "openapi.json": methods = ["GET"]
         default:
             respond(404, .object([
                 ("error", .string("no admin endpoint \(request.path)")),
@@ -82,8 +84,10 @@ final class AdminAPI {
         }
 
         let filter: JournalFilter
+        let limit: Int?
         do {
             filter = try Self.filter(from: param)
+            limit = try Self.limit(from: param)
         } catch {
             respond(400, .object([("error", .string(error.message))]))
             return
@@ -100,14 +104,12 @@ final class AdminAPI {
                 ("journal", core.journal.countersJSON()),
             ]))
         case ("GET", "requests"), ("HEAD", "requests"):
-            let limit = param("limit").flatMap(Int.init).map { max($0, 0) }
             let entries = core.journal.query(filter, limit: limit)
             respond(200, .object([
                 ("requests", .array(entries.map { $0.json() })),
                 ("counters", core.journal.countersJSON()),
             ]))
         case ("GET", "requests.har"), ("HEAD", "requests.har"):
-            let limit = param("limit").flatMap(Int.init).map { max($0, 0) }
             respond(200, HAR.document(core.journal.query(filter, limit: limit), creatorVersion: Faultline.version))
         case ("DELETE", "requests"):
             let cleared = core.journal.retainedCount
@@ -120,16 +122,23 @@ final class AdminAPI {
                 respond(400, .object([("error", .string("requests/wait needs count=N (a non-negative integer)"))]))
                 return
             }
-            let timeout = param("timeoutMs").flatMap(Int.init) ?? 5000
+            // Not an integer maps to -1, so it is refused with the range rather than replaced by the default.
+            let timeout = param("timeoutMs").map { Int($0) ?? -1 } ?? 5000
             guard timeout >= 0 && timeout <= 600_000 else {
-                respond(400, .object([("error", .string("timeoutMs must be between 0 and 600000"))]))
+                respond(400, .object([("error", .string("timeoutMs must be an integer between 0 and 600000"))]))
                 return
             }
             wait(request, connection: connection, filter: filter, count: count, timeout: timeout, reply: reply)
         case ("GET", "scenarios"), ("HEAD", "scenarios"):
             respond(200, .object([("scenarios", .array(zip(core.engine.scenarios, core.engine.versions).map(Self.describe)))]))
         case ("POST", "scenarios"):
-            loadScenarios(request.body, add: param("mode") == "add", respond: { respond($0, $1) })
+            // A misspelt mode must not silently replace every loaded scenario.
+            let mode = param("mode") ?? "replace"
+            guard mode == "add" || mode == "replace" else {
+                respond(400, .object([("error", .string("mode must be add or replace, got \"\(mode)\""))]))
+                return
+            }
+            loadScenarios(request.body, add: mode == "add", respond: { respond($0, $1) })
         case ("POST", "scenarios/reload"):
             let reload = core.reloadScenarioFiles(trigger: .admin)
             if reload.errors.isEmpty {
@@ -146,9 +155,16 @@ final class AdminAPI {
                 ]))
             }
         case ("POST", "scenarios/reset"):
+            let clearJournal: Bool?
+            do {
+                clearJournal = try Self.flag("journal", from: param)
+            } catch {
+                respond(400, .object([("error", .string(error.message))]))
+                return
+            }
             core.resetScenarios()
             var cleared = 0
-            if param("journal") == "true" {
+            if clearJournal == true {
                 cleared = core.journal.retainedCount
                 core.journal.clear()
             }
@@ -163,6 +179,12 @@ final class AdminAPI {
             } else {
                 respond(409, .object([("error", .string("no loaded scenario declares auth"))]))
             }
+        case ("GET", "openapi.json"), ("HEAD", "openapi.json"):
+            // The bytes of docs/openapi.json as they are, not re-serialized JSON.
+            let document = HTTPResponse(
+                status: 200, headers: HTTPHeaders([("Content-Type", "application/json")]),
+                body: Array(OpenAPISpec.json.utf8))
+            reply(ResponsePlan.simple(for: request, response: document), nil)
         case ("POST", "shutdown"):
             respond(202, .object([("stopping", .bool(true))]), after: { [core] in core.stop() })
         default:
@@ -328,17 +350,27 @@ final class AdminAPI {
             guard let value = Int(text) else { throw BadFilter(message: "\(name) must be an integer, got \"\(text)\"") }
             return value
         }
-        func bool(_ name: String) throws(BadFilter) -> Bool? {
-            guard let text = param(name) else { return nil }
-            switch text {
-            case "true", "1": return true
-            case "false", "0": return false
-            default: throw BadFilter(message: "\(name) must be true or false, got \"\(text)\"")
-            }
-        }
+        func bool(_ name: String) throws(BadFilter) -> Bool? { try flag(name, from: param) }
         return JournalFilter(
             route: param("route"), method: param("method"), path: param("path"), status: try int("status"),
             since: try int("since"), matched: try bool("matched"), malformed: try bool("malformed"),
             completed: try bool("completed"))
+    }
+
+    /// A boolean query parameter: `true`/`1` or `false`/`0`; nil when absent.
+    static func flag(_ name: String, from param: (String) -> String?) throws(BadFilter) -> Bool? {
+        guard let text = param(name) else { return nil }
+        switch text {
+        case "true", "1": return true
+        case "false", "0": return false
+        default: throw BadFilter(message: "\(name) must be true or false, got \"\(text)\"")
+        }
+    }
+
+    /// `limit`, the newest N entries (none when N ≤ 0); nil when absent. Not an integer is an error, not "no limit".
+    static func limit(from param: (String) -> String?) throws(BadFilter) -> Int? {
+        guard let text = param("limit") else { return nil }
+        guard let value = Int(text) else { throw BadFilter(message: "limit must be an integer, got \"\(text)\"") }
+        return max(value, 0)
     }
 }

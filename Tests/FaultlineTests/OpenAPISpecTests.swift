@@ -1,0 +1,36 @@
+import Faultline
+import Foundation
+import Testing
+
+/// `GET /__faultline/openapi.json` serves docs/openapi.json, embedded in the binary by scripts/gen-openapi-swift.sh.
+/// These fail when someone edits the file and forgets to regenerate; tests/python/test_openapi.py fuzzes the API
+/// against the description.
+@Suite struct OpenAPISpecTests {
+    static let scenario = """
+        { "name": "spec", "routes": [ { "id": "a", "match": { "path": "/a" }, "responses": [ { "status": 200 } ] } ] }
+        """
+
+    static var specPath: String { TestSupport.repositoryRoot.appendingPathComponent("docs/openapi.json").path }
+
+    @Test func servesDocsOpenAPIJSONByteForByte() async throws {
+        let server = try TestSupport.server([Self.scenario])
+        defer { Task { await server.stop() } }
+        let onDisk = try String(contentsOfFile: Self.specPath, encoding: .utf8)
+        let served = try TestSupport.curl(["-i", "\(server.baseURL.absoluteString)/__faultline/openapi.json"])
+        let parts = served.stdout.components(separatedBy: "\r\n\r\n")
+        let head = try #require(parts.first)
+        #expect(head.hasPrefix("HTTP/1.1 200"))
+        #expect(head.contains("Content-Type: application/json"))
+        // Compared first, so a failure names the fix instead of printing 50 KB of JSON twice.
+        let same = parts.dropFirst().joined(separator: "\r\n\r\n") == onDisk
+        #expect(same, "the embedded copy differs from docs/openapi.json: run scripts/gen-openapi-swift.sh")
+    }
+
+    @Test func describesThisVersion() throws {
+        let data = try Data(contentsOf: URL(fileURLWithPath: Self.specPath))
+        let document = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        #expect(document["openapi"] as? String == "3.1.0")
+        let info = try #require(document["info"] as? [String: Any])
+        #expect(info["version"] as? String == Faultline.version, "info.version follows Faultline.version")
+    }
+}
