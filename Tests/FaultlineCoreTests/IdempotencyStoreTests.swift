@@ -112,6 +112,28 @@ struct IdempotencyStoreTests {
         #expect(recordsWithoutTimes(store, now: 30) == .array([recordSummary(replays: 2)]))
     }
 
+    @Test("memory is bounded: old completed records and single side effects go; in-flight ones and duplicates stay")
+    func bounded() {
+        var store = IdempotencyStore(capacity: 2)
+        let response = StoredResponse(status: 201, headers: [], body: [])
+        #expect(store.admit(scope: "r", key: "busy", fingerprint: "f", nowMilliseconds: 0) == .fresh)
+        store.recordSideEffect(scope: "r", key: "dup")
+        store.recordSideEffect(scope: "r", key: "dup")
+        for index in 1...4 {
+            #expect(store.admit(scope: "r", key: "k\(index)", fingerprint: "f", nowMilliseconds: UInt64(index)) == .fresh)
+            store.complete(scope: "r", key: "k\(index)", response: response, nowMilliseconds: UInt64(index))
+            store.recordSideEffect(scope: "r", key: "k\(index)")
+        }
+        // The 5th record made 4 + 1 reach twice the capacity: the oldest completed records went first.
+        #expect(store.admit(scope: "r", key: "k5", fingerprint: "f", nowMilliseconds: 5) == .fresh)
+        #expect(store.admit(scope: "r", key: "busy", fingerprint: "f", nowMilliseconds: 5) == .inFlight)
+        #expect(store.admit(scope: "r", key: "k4", fingerprint: "f", nowMilliseconds: 5) == .replay(response))
+        #expect(store.admit(scope: "r", key: "k1", fingerprint: "f", nowMilliseconds: 5) == .fresh, "k1 was dropped")
+        #expect(store.sideEffects(scope: "r", key: "dup") == 2, "a duplicated key keeps its count")
+        #expect(store.sideEffects(scope: "r", key: "k1") == 0 && store.sideEffects(scope: "r", key: "k4") == 1)
+        #expect(store.totalSideEffects == 6, "the total stays exact")
+    }
+
     @Test("an error response is stored and replayed as it was")
     func errorsReplay() {
         var store = IdempotencyStore()

@@ -406,6 +406,20 @@ struct RetryAfterTrackerTests {
         #expect(tracker.retries == 0 && tracker.observations.isEmpty)
     }
 
+    @Test("pending advertisements are bounded: a client that never retries, or a key per request")
+    func boundedPending() {
+        var tracker = RetryAfterTracker(observationCapacity: 3)
+        for sequence in 1...7 {
+            tracker.advertised(key: "k\(sequence)", sequence: sequence, status: 429, retryAfter: "1",
+                               waitMilliseconds: 1000, nowMilliseconds: 0)
+        }
+        // 6 pending reached twice the capacity: the newest 3 were kept, then one more came.
+        #expect(tracker.pending.map(\.sequence) == [4, 5, 6, 7])
+        #expect(tracker.arrived(key: "k2", sequence: 8, nowMilliseconds: 2000) == nil, "k2 was dropped")
+        #expect(tracker.arrived(key: "k5", sequence: 9, nowMilliseconds: 2000)?.honoured == true)
+        #expect(tracker.pending.map(\.sequence) == [4, 6, 7])
+    }
+
     @Test("waitMilliseconds reads delay-seconds", arguments: [("120", 120_000), (" 3 ", 3000), ("0", 0),
                                                               ("007", 7000)])
     func waitFromSeconds(text: String, expected: Int) {

@@ -79,12 +79,21 @@ public struct IdempotencyStore: Sendable {
     private let expiryMilliseconds: UInt64
     private var records: [RecordID: Record] = [:]
     private var keyedSideEffects: [RecordID: Int] = [:]
+    /// Keys in the order their first side effect was counted, for pruning `keyedSideEffects`.
+    private var sideEffectOrder: [RecordID] = []
     private var keylessSideEffects = 0
+    /// Every side effect since the start (or the last reset), pruned keys included.
+    public private(set) var totalSideEffects = 0
+    /// Bounded memory: at most about this many completed records (and this many keys with a single side effect)
+    /// are kept; beyond it, expired records go first, then the oldest completed ones, whose keys then count as
+    /// fresh. In-flight records are never dropped. Keys seen more than once keep their counts: they are evidence.
+    public let capacity: Int
 
     /// A store whose completed records are kept for `expiryMilliseconds` after completion, then forgotten so the
     /// key is fresh again (draft §2.3). Negative values count as zero.
-    public init(expiryMilliseconds: Int = 24 * 3_600_000) {
+    public init(expiryMilliseconds: Int = 24 * 3_600_000, capacity: Int = 10_000) {
         self.expiryMilliseconds = UInt64(max(0, expiryMilliseconds))
+        self.capacity = max(capacity, 1)
     }
 
     /// Decides what a request with `key` on route `scope` gets, and records the attempt (draft §2.6, §2.7).
@@ -95,6 +104,7 @@ public struct IdempotencyStore: Sendable {
                                nowMilliseconds: UInt64) -> Admission {
         let id = RecordID(scope: scope, key: key)
         guard var record = records[id], !isExpired(record, at: nowMilliseconds) else {
+            if records.count >= 2 * capacity { prune(nowMilliseconds: nowMilliseconds) }
             records[id] = Record(fingerprint: fingerprint, createdAt: nowMilliseconds, phase: .inFlight)
             return .fresh
         }
@@ -140,11 +150,30 @@ public struct IdempotencyStore: Sendable {
     /// One side effect (a resource created) was applied under `key` on route `scope`, or with no key at all when
     /// `key` is nil. Counts survive expiry and `abandon(…)`: they are what a test checks for duplicates.
     public mutating func recordSideEffect(scope: String, key: String?) {
+        totalSideEffects += 1
         guard let key else {
             keylessSideEffects += 1
             return
         }
-        keyedSideEffects[RecordID(scope: scope, key: key), default: 0] += 1
+        let id = RecordID(scope: scope, key: key)
+        if keyedSideEffects[id] == nil { sideEffectOrder.append(id) }
+        keyedSideEffects[id, default: 0] += 1
+        if sideEffectOrder.count >= 2 * capacity {
+            // Forget the oldest single-effect keys; duplicated keys stay.
+            let cut = sideEffectOrder.count - capacity
+            for old in sideEffectOrder[..<cut] where keyedSideEffects[old] == 1 { keyedSideEffects[old] = nil }
+            sideEffectOrder = sideEffectOrder[..<cut].filter { keyedSideEffects[$0] != nil } + sideEffectOrder[cut...]
+        }
+    }
+
+    /// Drops expired records, then the oldest completed ones, down to `capacity` (amortized: runs every
+    /// `capacity` insertions at most).
+    private mutating func prune(nowMilliseconds: UInt64) {
+        records = records.filter { !isExpired($0.value, at: nowMilliseconds) }
+        guard records.count > capacity else { return }
+        let completed = records.filter { if case .completed = $0.value.phase { true } else { false } }
+            .sorted { $0.value.createdAt < $1.value.createdAt }
+        for (id, _) in completed.prefix(records.count - capacity) { records[id] = nil }
     }
 
     /// Side effects applied under `key` on route `scope`.
@@ -152,16 +181,14 @@ public struct IdempotencyStore: Sendable {
         keyedSideEffects[RecordID(scope: scope, key: key)] ?? 0
     }
 
-    /// Side effects applied in total, keyless ones included.
-    public var totalSideEffects: Int {
-        keyedSideEffects.values.reduce(keylessSideEffects, +)
-    }
 
     /// Forgets every record and side-effect count (a scenario reset).
     public mutating func reset() {
         records = [:]
         keyedSideEffects = [:]
+        sideEffectOrder = []
         keylessSideEffects = 0
+        totalSideEffects = 0
     }
 
     /// The store for `GET /__faultline/state`:

@@ -73,8 +73,11 @@ public struct RetryAfterTracker: Sendable {
     public private(set) var retries = 0
     /// Of `retries`, those that came before the advertised time.
     public private(set) var early = 0
-    /// Per key, the advertisements not yet answered by a retry, oldest first.
+    /// Per key, the advertisements not yet answered by a retry, oldest first. Bounded like `observations`: when
+    /// twice `observationCapacity` are pending (a client that never retries, or a fresh `sequenceBy` value per
+    /// request), only the newest `observationCapacity` are kept.
     private var pendingByKey: [String: [Advertisement]] = [:]
+    private var pendingCount = 0
 
     /// A tracker with nothing pending and nothing observed.
     public init(observationCapacity: Int = 10_000) {
@@ -104,6 +107,12 @@ public struct RetryAfterTracker: Sendable {
             earliestRetryMilliseconds: earliest.overflow ? UInt64.max : earliest.partialValue, status: status,
             retryAfter: retryAfter))
         pendingByKey[key]![pendingByKey[key]!.count - 1].connection = connection
+        pendingCount += 1
+        if pendingCount >= 2 * observationCapacity {
+            let kept = pendingByKey.values.flatMap { $0 }.sorted { $0.sequence < $1.sequence }.suffix(observationCapacity)
+            pendingByKey = Dictionary(grouping: kept, by: \.key)
+            pendingCount = kept.count
+        }
     }
 
     /// A request on another connection that was already open when the advertisement went out, arriving this
@@ -128,6 +137,7 @@ public struct RetryAfterTracker: Sendable {
                     || nowMilliseconds >= advertisement.sentAtMilliseconds + Self.concurrencyGraceMilliseconds)
         }) else { return nil }
         let advertisement = pendingByKey[key]!.remove(at: index)
+        pendingCount -= 1
         if pendingByKey[key]!.isEmpty { pendingByKey[key] = nil }
         let sent = advertisement.sentAtMilliseconds
         let earliest = advertisement.earliestRetryMilliseconds
@@ -151,6 +161,7 @@ public struct RetryAfterTracker: Sendable {
         retries = 0
         early = 0
         pendingByKey = [:]
+        pendingCount = 0
     }
 
     /// For `GET /__faultline/state`: the exact counts, the observations kept (oldest first), and the pending
