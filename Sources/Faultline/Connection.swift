@@ -109,7 +109,6 @@ final class Connection {
         }, { _, events, context in
             Connection.recover(context).event(events)
         }, context)
-        bufferevent_enable(bufferEvent, Int16(EV_WRITE))
         readEvent = event_new(server.loop.base, fd, Int16(EV_READ | EV_PERSIST), { _, _, context in
             Connection.recover(context).readable()
         }, context)
@@ -213,6 +212,7 @@ final class Connection {
     }
 
     private func received(_ request: HTTPRequest) {
+        clientSaidClose = !request.head.clientWantsKeepAlive
         let arrival = headArrival ?? (Clock.wallSeconds(), Clock.monotonicNanos())
         headArrival = nil
         let index = requestCount
@@ -306,6 +306,7 @@ final class Connection {
     /// Set when a write found the client gone (EPIPE, ECONNRESET); the connection is torn down after the
     /// current action instead of queueing bytes nobody will read.
     private var clientGone = false
+    private var writeEnabled = false
 
     private func write(_ bytes: [UInt8]) {
         guard let bufferEvent, !bytes.isEmpty, !clientGone else { return }
@@ -318,6 +319,12 @@ final class Connection {
                 if n < 0 && (errno == EPIPE || errno == ECONNRESET) { clientGone = true }
             }
             if sent < buffer.count && !clientGone {
+                // Writing through the bufferevent only from here on: enabling EV_WRITE earlier would cost two
+                // epoll changes per connection (armed at once, disarmed on the first empty write callback).
+                if !writeEnabled {
+                    bufferevent_enable(bufferEvent, Int16(EV_WRITE))
+                    writeEnabled = true
+                }
                 _ = bufferevent_write(bufferEvent, buffer.baseAddress! + sent, buffer.count - sent)
             }
         }
@@ -487,6 +494,15 @@ final class Connection {
     /// How long a closing connection keeps discarding the client's input before closing anyway.
     private static let lingerMilliseconds = 2000
 
+    /// The latest request said it was the last (`Connection: close`, or HTTP/1.0 without keep-alive).
+    private var clientSaidClose = false
+
+    /// Whether the kernel holds bytes from the client that nobody has read (closing now would send RST).
+    private var unreadInput: Bool {
+        var available: Int32 = 0
+        return ioctl(socket, UInt(FIONREAD), &available) != 0 || available > 0
+    }
+
     /// Sends FIN and discards input until the client closes (or the linger timer fires), then closes.
     /// Exchanges still queued behind a closing response are never answered: journaled as cancelled.
     private func linger() {
@@ -495,6 +511,14 @@ final class Connection {
         exchanges.removeAll()
         if readEOF {
             if awaitingDrain.isEmpty { teardown(outcomeForQueued: .cancelled) } else { settleAfterClientFIN() }
+            return
+        }
+        // The client said this was its last request and nothing of its is unread: a plain close sends FIN
+        // after our bytes, and there is nothing a lingering close would protect. (Otherwise, closing with
+        // unread input would make the kernel answer RST, which can destroy the response at the client.)
+        if clientSaidClose && awaitingDrain.isEmpty && pendingOutput == 0 && parser.bufferedByteCount == 0
+            && !unreadInput {
+            teardown(outcomeForQueued: .cancelled)
             return
         }
         shutdown(bufferevent_getfd(bufferEvent), Int32(SHUT_WR))
