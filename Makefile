@@ -3,7 +3,7 @@
 SWIFT ?= swift
 PORT ?= 8080
 
-.PHONY: deps build release serve test test-swift test-python bench soak clean
+.PHONY: deps build release serve test test-swift test-python bench soak fuzz fuzz-ci clean
 
 deps:
 	@scripts/ensure-deps.sh build
@@ -18,11 +18,12 @@ release: deps
 serve: release
 	.build/release/faultline serve scenarios --port $(PORT)
 
-# Every test: Swift (core without sockets, live server with curl and URLSession, the CLI) and Python.
+# Every test: Swift (core without sockets, live server with curl and URLSession, the CLI), a short fuzz, Python.
 test:
 	@scripts/ensure-deps.sh test
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
+	$(MAKE) --no-print-directory fuzz-ci
 	FAULTLINE_BIN=$(CURDIR)/.build/debug/faultline python3 -m pytest -q -p no:benchmark -p no:cacheprovider tests/python
 
 # wrk against Faultline and nginx in the same run; not part of `make test`.
@@ -38,6 +39,16 @@ bench:
 soak: deps
 	$(SWIFT) build -c release --product faultline
 	python3 scripts/soak.py
+
+# libFuzzer on the HTTP parser and the scenario loader, FUZZ_SECONDS each (scripts/fuzz.sh).
+FUZZ_SECONDS ?= 60
+fuzz:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
+
+# The short run inside `make test`: 10,000 inputs each from a fixed seed (repeatable; about 10 s), built without
+# optimization (a third of the build time).
+fuzz-ci:
+	FUZZ_RUNS=10000 FUZZ_SECONDS=60 FUZZ_OPTIMIZE=-Onone scripts/fuzz.sh
 
 clean:
 	rm -rf .build

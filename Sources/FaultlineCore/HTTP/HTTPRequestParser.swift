@@ -107,6 +107,9 @@ public struct HTTPRequestParser: Sendable {
     private struct Rejection: Error {
         var status: Int
         var reason: String
+        /// Found among the empty lines before a request line: no request-line byte is involved, so the error's
+        /// prefix is empty (whatever follows in the buffer depends on how the input happened to arrive).
+        var isBeforeRequestLine = false
     }
 
     /// Creates a parser with empty buffer.
@@ -209,8 +212,8 @@ public struct HTTPRequestParser: Sendable {
             do throws(Rejection) {
                 return try step(bytes)
             } catch {
-                let prefix = head.map(Self.requestLinePrefix(of:))
-                    ?? Self.rawRequestLinePrefix(in: bytes, from: readIndex)
+                let prefix = error.isBeforeRequestLine ? "" : (head.map(Self.requestLinePrefix(of:))
+                    ?? Self.rawRequestLinePrefix(in: bytes, from: readIndex))
                 return .failure(
                     HTTPParseError(status: error.status, reason: error.reason, head: head, requestLinePrefix: prefix)
                 )
@@ -292,7 +295,10 @@ public struct HTTPRequestParser: Sendable {
                 } else if byte == ASCII.cr {
                     guard readIndex + 1 < end else { break }
                     guard bytes[readIndex + 1] == ASCII.lf else {
-                        throw Rejection(status: 400, reason: "bare CR before the request line (RFC 9112 §2.2)")
+                        throw Rejection(
+                            status: 400, reason: "bare CR before the request line (RFC 9112 §2.2)",
+                            isBeforeRequestLine: true
+                        )
                     }
                     readIndex += 2
                     skippedEmptyLineBytes += 2
@@ -301,7 +307,8 @@ public struct HTTPRequestParser: Sendable {
                 }
                 if skippedEmptyLineBytes > maxLine {
                     throw Rejection(
-                        status: 400, reason: "too many empty lines before the request line (RFC 9112 §2.2)"
+                        status: 400, reason: "too many empty lines before the request line (RFC 9112 §2.2)",
+                        isBeforeRequestLine: true
                     )
                 }
             }
@@ -316,9 +323,9 @@ public struct HTTPRequestParser: Sendable {
             if length - 1 > maxLine || (length - 1 == maxLine && bytes[end - 1] != ASCII.cr) {
                 throw Rejection(status: 414, reason: "request line longer than \(maxLine) bytes (RFC 9112 §3)")
             }
-            if length >= limits.maxHeaderSectionBytes {
-                throw Rejection(status: 431, reason: headerSectionTooLarge)
-            }
+            // No 431 before the line end, even past the header section limit: the line may still turn out too
+            // long, and then it is a 414, as it is when the whole line arrives at once. Waiting costs at most
+            // maxLine + 1 buffered bytes.
             return false
         }
         var contentEnd = lf

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets in Fuzz/ and runs each in turn for FUZZ_SECONDS, one process at a time.
+#   http-parser  HTTPRequestParser: one append against random pieces, framing, state queries
+#   scenario     JSONValue.parse and ScenarioLoader.load: round trips, error paths
+# Usage: scripts/fuzz.sh [target...]   (default: all targets)
+# Environment: FUZZ_SECONDS (default 60) per target; FUZZ_OPTIMIZE (default -O; -Onone builds in about a third
+# of the time but executes inputs four to eight times slower); SWIFTC (default swiftc); FUZZ_RUNS: run exactly
+# that many inputs from seed 1 instead (FUZZ_SECONDS is then only a cap), so a run is repeatable — what CI uses.
+#
+# Not built by SwiftPM: `-sanitize=fuzzer` links libFuzzer's own main, and the package's normal build must stay
+# free of sanitizers. FaultlineCore is compiled once into .build/fuzz with coverage and AddressSanitizer; each
+# fuzzer is its entry point in Fuzz/ plus its checks from Tests/FaultlineCoreTests/FuzzChecks (which
+# FuzzRegressionTests also runs on every file in Fuzz/corpus and Fuzz/regressions), linked with libFuzzer.
+#
+# New corpus entries go to .build/fuzz/corpus/<target> (Fuzz/corpus is only read). A failing input is saved in
+# Fuzz/crashes/<target>/ and the script exits non-zero; `.build/fuzz/O/<target> <input>` replays it. Once fixed,
+# move the input to Fuzz/regressions/<target>/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds="${FUZZ_SECONDS:-60}"
+runs=()
+[ -n "${FUZZ_RUNS:-}" ] && runs=(-runs="$FUZZ_RUNS" -seed=1)
+optimize="${FUZZ_OPTIMIZE:--O}"
+swiftc="${SWIFTC:-swiftc}"
+# One build folder per optimization level, so switching between `make fuzz` and `make fuzz-ci` rebuilds nothing.
+build=".build/fuzz/${optimize#-}"
+all_targets=(http-parser scenario)
+targets=("$@")
+[ "${#targets[@]}" -gt 0 ] || targets=("${all_targets[@]}")
+
+# The Swift name of a target's files: Fuzz/<Name>Fuzzer.swift and FuzzChecks/<Name>FuzzCheck.swift.
+swift_name() {
+    case "$1" in
+        http-parser) echo HTTPParser ;;
+        scenario) echo Scenario ;;
+        *) echo "fuzz: unknown target $1 (targets: ${all_targets[*]})" >&2; exit 2 ;;
+    esac
+}
+
+# Options per target: inputs start small and grow to max_len; scenario seeds are a few KB.
+run_options() {
+    case "$1" in
+        http-parser) echo "-dict=Fuzz/http.dict -max_len=4096" ;;
+        scenario) echo "-dict=Fuzz/json.dict -max_len=8192" ;;
+    esac
+}
+
+# libFuzzer ships with the Linux Swift toolchain (Debian has nothing to add); say so plainly if it is missing.
+resources="$("$swiftc" -print-target-info | sed -n 's/.*"runtimeResourcePath": "\(.*\)".*/\1/p')"
+if ! compgen -G "$resources/clang/lib/linux/libclang_rt.fuzzer-*.a" >/dev/null; then
+    echo "fuzz: no libFuzzer runtime (libclang_rt.fuzzer) in $resources/clang/lib/linux of $swiftc" >&2
+    exit 1
+fi
+
+flags=(-swift-version 6 "$optimize" -g -parse-as-library)
+# No cross-module optimization: FaultlineCore code inlined into the uninstrumented checks would be invisible
+# to libFuzzer's coverage (small public helpers, generic functions such as PercentDecoding.decode).
+core_flags=("${flags[@]}" -sanitize=fuzzer,address -Xfrontend -disable-cmo)
+mkdir -p "$build/core"
+
+# FaultlineCore, rebuilt when a source file or the flags changed.
+core_sources=()
+while IFS= read -r file; do core_sources+=("$file"); done < <(find Sources/FaultlineCore -name '*.swift' | sort)
+library="$build/core/libFaultlineCore.a"
+stamp="$build/core/flags"
+if [ ! -f "$library" ] || [ "$(cat "$stamp" 2>/dev/null)" != "${core_flags[*]}" ] \
+    || [ -n "$(find Sources/FaultlineCore -name '*.swift' -newer "$library" | head -n 1)" ]; then
+    echo "fuzz: building FaultlineCore ($optimize)" >&2
+    # In the build folder, where whole-module compilation leaves its object file.
+    root="$PWD"
+    (cd "$build/core" && "$swiftc" "${core_flags[@]}" -module-name FaultlineCore \
+        -emit-module -emit-module-path FaultlineCore.swiftmodule -emit-library -static -o libFaultlineCore.a \
+        "${core_sources[@]/#/$root/}")
+    echo "${core_flags[*]}" >"$stamp"
+fi
+
+status=0
+for target in "${targets[@]}"; do
+    name="$(swift_name "$target")"
+    binary="$build/$target"
+    sources=("Fuzz/${name}Fuzzer.swift" "Tests/FaultlineCoreTests/FuzzChecks/${name}FuzzCheck.swift")
+    if [ ! -x "$binary" ] || [ "$library" -nt "$binary" ] || [ "${sources[0]}" -nt "$binary" ] \
+        || [ "${sources[1]}" -nt "$binary" ]; then
+        echo "fuzz: building $binary" >&2
+        # The checks get AddressSanitizer but no coverage, so libFuzzer's coverage counts only FaultlineCore.
+        "$swiftc" "${flags[@]}" -sanitize=address -wmo -module-name "${name}Fuzzer" \
+            -I "$build/core" -c "${sources[@]}" -o "$build/$target.o"
+        "$swiftc" -sanitize=fuzzer,address -use-ld=lld "$build/$target.o" "$library" -o "$binary"
+    fi
+
+    corpus=".build/fuzz/corpus/$target"
+    crashes="Fuzz/crashes/$target"
+    mkdir -p "$corpus" "$crashes"
+    echo "fuzz: running $target for ${FUZZ_RUNS:+$FUZZ_RUNS inputs, at most }${seconds}s" >&2
+    # Swift's own crash backtracer would fight AddressSanitizer for the crash signal; libFuzzer reports instead.
+    # shellcheck disable=SC2046
+    if ! SWIFT_BACKTRACE=enable=no "$binary" $(run_options "$target") "${runs[@]}" -max_total_time="$seconds" -timeout=10 \
+        -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$crashes/" "$corpus" "Fuzz/corpus/$target"; then
+        echo "fuzz: $target failed; the input is in $crashes/" >&2
+        status=1
+    fi
+done
+exit "$status"
