@@ -516,9 +516,16 @@ final class Connection {
         // The client said this was its last request and nothing of its is unread: a plain close sends FIN
         // after our bytes, and there is nothing a lingering close would protect. (Otherwise, closing with
         // unread input would make the kernel answer RST, which can destroy the response at the client.)
+        // The close itself (FIN, socket teardown: as costly as the send) waits for the end of the loop turn, so that
+        // a burst of delays expiring together sends every response before closing any connection.
         if clientSaidClose && awaitingDrain.isEmpty && pendingOutput == 0 && parser.bufferedByteCount == 0
             && !unreadInput {
-            teardown(outcomeForQueued: .cancelled)
+            if let readEvent, !readingPaused { event_del(readEvent) }
+            readingPaused = true
+            headerTimer?.cancel()
+            headerTimer = nil
+            transition(to: .lingering)
+            server.closeSoon(self)
             return
         }
         shutdown(bufferevent_getfd(bufferEvent), Int32(SHUT_WR))

@@ -78,7 +78,7 @@ public final class FaultlineServer: Sendable {
         loop = try EventLoop()
         core = ServerCore(loop: loop, configuration: configuration)
         if let path = configuration.journalFile { core.journalFile = try JournalFile(path: path) }
-        if let format = configuration.requestLog { core.requestLog = RequestLog(format: format) }
+        if let format = configuration.requestLog { core.requestLog = RequestLog(format: format, loop: loop) }
         try core.listen()
         port = core.port
         host = configuration.host

@@ -126,6 +126,22 @@ final class ServerCore: @unchecked Sendable {
         connections[id] = connection
     }
 
+    /// Connections to close once the callbacks already due this loop turn have run (`Connection.linger`).
+    private var closeQueue: [Connection] = []
+    private lazy var closeEvent: OpaquePointer? = event_new(loop.base, -1, 0, { _, _, context in
+        let core = Unmanaged<ServerCore>.fromOpaque(context!).takeUnretainedValue()
+        let closing = core.closeQueue
+        core.closeQueue.removeAll(keepingCapacity: true)
+        for connection in closing { connection.teardown(outcomeForQueued: .cancelled) }
+    }, Unmanaged.passUnretained(self).toOpaque())
+
+    /// Closes `connection` after the events already active: libevent runs an activated event after those queued
+    /// before it, so every timer that expired with this one fires (and sends) first.
+    func closeSoon(_ connection: Connection) {
+        if closeQueue.isEmpty { event_active(closeEvent, 0, 0) }
+        closeQueue.append(connection)
+    }
+
     func connectionClosed(_ connection: Connection) {
         connections[connection.id] = nil
         admin.connectionClosed(connection.id)
@@ -281,7 +297,10 @@ final class ServerCore: @unchecked Sendable {
         watcher?.stop()
         admin.stop()
         for connection in Array(connections.values) { connection.teardown(outcomeForQueued: .cancelled) }
+        closeQueue.removeAll()
+        if let closeEvent { event_free(closeEvent) }
         journalFile?.close()
+        requestLog?.flush()
         loop.breakLoop()
     }
 
