@@ -3,7 +3,7 @@
 SWIFT ?= swift
 PORT ?= 8080
 
-.PHONY: deps build release serve test test-swift test-python bench soak fuzz fuzz-ci clean
+.PHONY: deps build release install serve test test-swift test-python bench soak fuzz fuzz-ci clean
 
 deps:
 	@scripts/ensure-deps.sh build
@@ -17,6 +17,12 @@ release: deps
 # Serve the bundled scenarios/ on 127.0.0.1:$(PORT) (PORT=0 picks a free port).
 serve: release
 	.build/release/faultline serve scenarios --port $(PORT)
+
+# The release binary on PATH for use outside this checkout (PREFIX=~/.local installs to ~/.local/bin).
+PREFIX ?= /usr/local
+install: release
+	install -d $(PREFIX)/bin
+	install -m 755 .build/release/faultline $(PREFIX)/bin/faultline
 
 # Every test: Swift (core without sockets, live server with curl and URLSession, the CLI), a short fuzz, Python.
 test:

@@ -11,7 +11,9 @@ after the language, which prepares what the sample assumes, such as a running se
   sh       run with `bash -e`; blocks made only of `make` commands are checked with `make -n` (they build the
            project or run this very suite).
   python   run with pytest.
-  swift    must appear verbatim in Tests/FaultlineTests/ReadmeSampleTests.swift, which `swift test` runs.
+  swift    must appear verbatim in Tests/FaultlineTests/ReadmeSampleTests.swift, which `swift test` runs;
+           `swift file=Package.swift` is a manifest that must load, with its dependency on this checkout
+           resolved and every product it names found (`swift package describe`).
   json     a scenario (or an `"expect"` fragment of one) that the loader and the JSON Schema both accept.
   text     the CLI synopsis must match `faultline --help`; `text layout` paths must exist.
 
@@ -279,9 +281,28 @@ def run_python(block, ctx):
 
 
 def check_swift(block, ctx):
+    if block.attributes.get("file") == "Package.swift":
+        check_manifest(block, ctx)
+        return
     source = SWIFT_SAMPLES.read_text()
     assert block.text.strip() in source, \
         f"README.md:{block.line}: the Swift sample must appear verbatim in {SWIFT_SAMPLES.relative_to(REPO_ROOT)}"
+
+
+def check_manifest(block, ctx):
+    """The manifest as a user's package beside a checkout named `faultline` (this repository)."""
+    (ctx.folder.parent / "faultline").symlink_to(REPO_ROOT)
+    package = ctx.folder.parent / "my-client"
+    for folder, file in [("Sources/MyClient", "MyClient.swift"), ("Tests/MyClientTests", "MyClientTests.swift")]:
+        (package / folder).mkdir(parents=True)
+        (package / folder / file).write_text("import Foundation\n")
+    (package / "Package.swift").write_text(block.text)
+    result = subprocess.run(["swift", "package", "describe", "--type", "json"], cwd=package, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, f"README.md:{block.line}: the manifest does not load:\n{result.stderr}"
+    described = json.loads(result.stdout[result.stdout.index("{"):])
+    tests = next(t for t in described["targets"] if t["name"] == "MyClientTests")
+    assert {"Faultline", "FaultlineCore"} <= set(tests.get("product_dependencies", [])), tests
 
 
 def check_json(block, ctx):
