@@ -30,9 +30,14 @@ final class RequestLog {
         }, Unmanaged.passUnretained(self).toOpaque())
     }
 
-    deinit {
+    deinit { flush() }
+
+    /// Flushes and frees the loop event; lines logged afterwards are written at once. Called when the server
+    /// stops, on the loop thread, while the event base still exists.
+    func close() {
         flush()
         if let flushEvent { event_free(flushEvent) }
+        flushEvent = nil
     }
 
     /// Writes what is pending now (also at shutdown).
@@ -47,7 +52,7 @@ final class RequestLog {
     }
 
     func finished(_ entry: JournalEntry) {
-        if pending.isEmpty { event_active(flushEvent, 0, 0) }
+        if pending.isEmpty, let flushEvent { event_active(flushEvent, 0, 0) }
         switch format {
         case .json:
             entry.json().serialize(into: &pending)
@@ -55,7 +60,7 @@ final class RequestLog {
             text(entry, into: &pending)
         }
         pending.append(0x0A)
-        if pending.count >= 16 * 1024 { flush() }
+        if pending.count >= 16 * 1024 || flushEvent == nil { flush() }
     }
 
     /// Built byte by byte: this runs for every request, and string interpolation made it cost 40 % of the

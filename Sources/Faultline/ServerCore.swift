@@ -299,8 +299,9 @@ final class ServerCore: @unchecked Sendable {
         for connection in Array(connections.values) { connection.teardown(outcomeForQueued: .cancelled) }
         closeQueue.removeAll()
         if let closeEvent { event_free(closeEvent) }
+        closeEvent = nil
         journalFile?.close()
-        requestLog?.flush()
+        requestLog?.close()
         loop.breakLoop()
     }
 
