@@ -1,6 +1,7 @@
 """Bad input over raw sockets (RFC 9112), each while a well-behaved requests.Session keeps being served."""
 
 import json
+import os
 import threading
 import time
 
@@ -132,3 +133,19 @@ def test_request_cut_short_is_journaled_as_rejected(faultline, raw_connect):
     assert entry["requestLine"].startswith("POST /v1/quotes")
     assert entry["response"]["outcome"] == "rejected"
     assert entry["response"]["status"] is None
+
+
+def test_special_files_are_refused_without_blocking(run_cli, start_faultline, tmp_path):
+    """A FIFO would block the loop on open or read, /dev/zero would never end: only regular files are read."""
+    fifo = tmp_path / "scenario.json"
+    os.mkfifo(fifo)
+    result = run_cli("validate", fifo, "/dev/zero", timeout=10)
+    assert result.returncode == 1
+    assert f"{fifo}: cannot read: it is not a regular file" in result.stderr
+    assert "/dev/zero: cannot read: it is not a regular file" in result.stderr
+
+    server = start_faultline()
+    before = server.admin_json("GET", "scenarios")
+    answer = server.admin_json("POST", "scenarios", expect=400, json={"paths": [str(fifo)]}, timeout=10)
+    assert answer["errors"][0]["message"] == "cannot read: it is not a regular file"
+    assert server.admin_json("GET", "scenarios") == before, "the loaded scenarios keep serving"

@@ -9,15 +9,18 @@ import Darwin
 /// Turns scenario files (DESIGN §2) into validated `Scenario` values, reporting every problem in every file at
 /// once, each with its file, JSON path and an actionable message.
 public enum ScenarioLoader {
+    /// The largest scenario file read (bodies referenced with `file` have their own limit).
+    public static let maxScenarioFileBytes = 16 * 1024 * 1024
+
     /// Loads each path: a file is one scenario; a folder contributes every `*.json` file directly inside it
-    /// (not recursive, sorted by name, skipping `*.schema.json` and hidden files). Problems are collected across
-    /// all files and thrown together.
+    /// (not recursive, sorted by name, skipping `*.schema.json` and hidden files); only regular files are read.
+    /// Problems are collected across all files and thrown together.
     public static func load(paths: [String]) throws(ScenarioLoadError) -> [Scenario] {
         var scenarios: [Scenario] = []
         var errors: [ScenarioError] = []
 
         func loadFile(_ file: String, directory: String) {
-            switch readFile(atPath: file, limit: nil) {
+            switch readFile(atPath: file, limit: maxScenarioFileBytes) {
             case .failure(let failure):
                 errors.append(ScenarioError(file: file, jsonPath: "", message: "cannot read: \(failure)"))
             case .success(let bytes):
@@ -137,13 +140,18 @@ extension ScenarioLoader {
 
     /// Reads a regular file whole. With a `limit`, larger files fail without being read.
     static func readFile(atPath path: String, limit: Int?) -> Result<[UInt8], FileAccessFailure> {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        // O_NONBLOCK: opening a FIFO must not wait for a writer (the server reads scenario files on its loop).
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard descriptor >= 0 else { return .failure(.fromErrno()) }
         defer { close(descriptor) }
         var info = stat()
         guard fstat(descriptor, &info) == 0 else { return .failure(.fromErrno()) }
         if info.st_mode & S_IFMT == S_IFDIR {
             return .failure(FileAccessFailure("it is a folder, not a file"))
+        }
+        // A FIFO, socket or device (/dev/zero) could block the loop or never end: regular files only.
+        if info.st_mode & S_IFMT != S_IFREG {
+            return .failure(FileAccessFailure("it is not a regular file"))
         }
         let size = Int(info.st_size)
         if let limit, size > limit {
