@@ -66,17 +66,6 @@ private func split(_ input: [UInt8], sizes: [Int]) -> [[UInt8]] {
     return pieces
 }
 
-/// A small deterministic generator (SplitMix64), so split points are random but reproducible.
-private struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 // MARK: - Well-formed requests
 
@@ -224,7 +213,7 @@ private struct SplitMix64: RandomNumberGenerator {
     }
     let whole = events([stream])
     #expect(requests(whole).count == 60)
-    var generator = SplitMix64(state: 42)
+    var generator = SeededRandom(seed: 42)
     for _ in 0 ..< 20 {
         var pieces: [[UInt8]] = []
         var offset = 0

@@ -40,7 +40,7 @@ enum HTTPParserFuzzCheck {
         // where the network cut the stream (RFC 9112 is a byte stream).
         var pieces = HTTPRequestParser(limits: limits)
         var piecesEvents: [HTTPParseEvent] = []
-        var random = SplitMix64(state: UInt64(input[1] >> 2))
+        var random = SeededRandom(seed: UInt64(input[1] >> 2))
         let largestPiece = [1, 4, 17, 257][Int(input[1] & 3)]
         var offset = 0
         while offset < stream.count {
@@ -293,15 +293,3 @@ enum HTTPParserFuzzCheck {
     }
 }
 
-/// SplitMix64: piece sizes that look random but follow from the input alone.
-private struct SplitMix64 {
-    var state: UInt64
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
