@@ -60,9 +60,11 @@ final class ScenarioWatcher {
                 close(fd)
                 throw .system(call: "inotify_add_watch \(folder)", errno: code)
             }
-            interests[descriptor, default: Interest(folder: folder)].allScenarioFiles = interest.allScenarioFiles
-                || interests[descriptor]?.allScenarioFiles == true
-            interests[descriptor]!.names.formUnion(interest.names)
+            // Two spellings of one folder ("scenarios", "./scenarios") share a watch: merge what they want.
+            var merged = interests[descriptor] ?? interest
+            merged.allScenarioFiles = merged.allScenarioFiles || interest.allScenarioFiles
+            merged.names.formUnion(interest.names)
+            interests[descriptor] = merged
         }
         let context = Unmanaged.passUnretained(self).toOpaque()
         event = event_new(loop.base, fd, Int16(EV_READ | EV_PERSIST), { _, _, context in
