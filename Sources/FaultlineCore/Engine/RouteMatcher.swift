@@ -91,7 +91,7 @@ public enum RouteMatcher {
             let value = input.query.first(where: { $0.name == name })?.value
             if !satisfies(matcher, value) {
                 guard explain else { return .missed(.unexplained) }
-                return .missed(MatchMiss(reason: "query parameter \(name) \(check(matcher, value) ?? "")", score: score))
+                return .missed(MatchMiss(reason: "query parameter \(name) \(miss(matcher, value))", score: score))
             }
             score += 5
         }
@@ -100,7 +100,7 @@ public enum RouteMatcher {
             let value = values.isEmpty ? nil : values.joined(separator: ", ")
             if !satisfies(matcher, value) {
                 guard explain else { return .missed(.unexplained) }
-                return .missed(MatchMiss(reason: "header \(name) \(check(matcher, value) ?? "")", score: score))
+                return .missed(MatchMiss(reason: "header \(name) \(miss(matcher, value))", score: score))
             }
             score += 5
         }
@@ -163,7 +163,7 @@ public enum RouteMatcher {
         return .success(captured)
     }
 
-    /// `check` without the message.
+    /// Whether `value` (nil: absent) meets `matcher`.
     static func satisfies(_ matcher: ValueMatcher, _ value: String?) -> Bool {
         switch matcher {
         case .present: return value != nil
@@ -174,9 +174,9 @@ public enum RouteMatcher {
         }
     }
 
-    /// Nil when the value satisfies the matcher; otherwise what is wrong, phrased to follow a field name.
-    static func check(_ matcher: ValueMatcher, _ value: String?) -> String? {
-        if satisfies(matcher, value) { return nil }
+    /// What is wrong with a value that does not meet `matcher`, phrased to follow a field name. Only called after
+    /// `satisfies` said no, so a regex is not run twice.
+    static func miss(_ matcher: ValueMatcher, _ value: String?) -> String {
         let found = value.map { "is \"\($0)\"" } ?? "is absent"
         switch matcher {
         case .present: return "is absent, expected present"
