@@ -159,6 +159,40 @@ final class LoopTimer {
     }
 }
 
+/// A closure that runs at the end of the current loop turn: after the events already active, since libevent runs
+/// an activated event after those queued before it. Scheduling again before it ran changes nothing. Loop thread
+/// only; `close()` frees the event (call it while the event base exists, when the server stops).
+final class TurnEndAction {
+    private var event: OpaquePointer?
+    private var scheduled = false
+    private let action: () -> Void
+
+    init(loop: EventLoop, _ action: @escaping () -> Void) {
+        self.action = action
+        event = event_new(loop.base, -1, 0, { _, _, context in
+            let task = Unmanaged<TurnEndAction>.fromOpaque(context!).takeUnretainedValue()
+            task.scheduled = false
+            task.action()
+        }, Unmanaged.passUnretained(self).toOpaque())
+    }
+
+    /// False once closed.
+    var isOpen: Bool { event != nil }
+
+    func schedule() {
+        guard !scheduled, let event else { return }
+        scheduled = true
+        event_active(event, 0, 0)
+    }
+
+    func close() {
+        if let event { event_free(event) }
+        event = nil
+    }
+
+    deinit { close() }
+}
+
 /// Monotonic and wall clocks for journal times.
 enum Clock {
     static func monotonicNanos() -> UInt64 {

@@ -1,7 +1,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CLibevent
 import FaultlineCore
 
 /// How the server logs each finished request on stderr.
@@ -19,15 +18,13 @@ final class RequestLog {
     private let format: RequestLogFormat
     private let colour: Bool
     private var pending: [UInt8] = []
-    private var flushEvent: OpaquePointer?
+    private var flushTask: TurnEndAction?
 
     init(format: RequestLogFormat, loop: EventLoop) {
         self.format = format
         // Colour only for a person watching a terminal (and never when NO_COLOR is set).
         colour = format == .text && isatty(STDERR_FILENO) == 1 && getenv("NO_COLOR") == nil
-        flushEvent = event_new(loop.base, -1, 0, { _, _, context in
-            Unmanaged<RequestLog>.fromOpaque(context!).takeUnretainedValue().flush()
-        }, Unmanaged.passUnretained(self).toOpaque())
+        flushTask = TurnEndAction(loop: loop) { [unowned self] in flush() }
     }
 
     deinit { flush() }
@@ -36,8 +33,7 @@ final class RequestLog {
     /// stops, on the loop thread, while the event base still exists.
     func close() {
         flush()
-        if let flushEvent { event_free(flushEvent) }
-        flushEvent = nil
+        flushTask?.close()
     }
 
     /// Writes what is pending now (also at shutdown).
@@ -52,7 +48,7 @@ final class RequestLog {
     }
 
     func finished(_ entry: JournalEntry) {
-        if pending.isEmpty, let flushEvent { event_active(flushEvent, 0, 0) }
+        flushTask?.schedule()
         switch format {
         case .json:
             entry.json().serialize(into: &pending)
@@ -60,7 +56,7 @@ final class RequestLog {
             text(entry, into: &pending)
         }
         pending.append(0x0A)
-        if pending.count >= 16 * 1024 || flushEvent == nil { flush() }
+        if pending.count >= 16 * 1024 || flushTask?.isOpen != true { flush() }
     }
 
     /// Built byte by byte: this runs for every request, and string interpolation made it cost 40 % of the

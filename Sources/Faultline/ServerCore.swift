@@ -128,18 +128,17 @@ final class ServerCore: @unchecked Sendable {
 
     /// Connections to close once the callbacks already due this loop turn have run (`Connection.linger`).
     private var closeQueue: [Connection] = []
-    private lazy var closeEvent: OpaquePointer? = event_new(loop.base, -1, 0, { _, _, context in
-        let core = Unmanaged<ServerCore>.fromOpaque(context!).takeUnretainedValue()
-        let closing = core.closeQueue
-        core.closeQueue.removeAll(keepingCapacity: true)
+    private lazy var closeTask = TurnEndAction(loop: loop) { [unowned self] in
+        let closing = closeQueue
+        closeQueue.removeAll(keepingCapacity: true)
         for connection in closing { connection.teardown(outcomeForQueued: .cancelled) }
-    }, Unmanaged.passUnretained(self).toOpaque())
+    }
 
     /// Closes `connection` after the events already active: libevent runs an activated event after those queued
     /// before it, so every timer that expired with this one fires (and sends) first.
     func closeSoon(_ connection: Connection) {
-        if closeQueue.isEmpty { event_active(closeEvent, 0, 0) }
         closeQueue.append(connection)
+        closeTask.schedule()
     }
 
     func connectionClosed(_ connection: Connection) {
@@ -298,8 +297,7 @@ final class ServerCore: @unchecked Sendable {
         admin.stop()
         for connection in Array(connections.values) { connection.teardown(outcomeForQueued: .cancelled) }
         closeQueue.removeAll()
-        if let closeEvent { event_free(closeEvent) }
-        closeEvent = nil
+        closeTask.close()
         journalFile?.close()
         requestLog?.close()
         loop.breakLoop()
