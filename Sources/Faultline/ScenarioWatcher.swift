@@ -19,7 +19,6 @@ final class ScenarioWatcher {
 
     /// What a watched folder cares about: every scenario file, or only the named ones.
     private struct Interest {
-        var folder: String
         var allScenarioFiles = false
         var names: Set<String> = []
 
@@ -43,28 +42,22 @@ final class ScenarioWatcher {
         self.reload = reload
         fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
         guard fd >= 0 else { throw .system(call: "inotify_init1", errno: errno) }
-        var wanted: [String: Interest] = [:]
         for path in paths {
             var status = stat()
-            if stat(path, &status) == 0 && (status.st_mode & S_IFMT) == S_IFDIR {
-                wanted[path, default: Interest(folder: path)].allScenarioFiles = true
-            } else {
-                let (folder, name) = Self.split(path)
-                wanted[folder, default: Interest(folder: folder)].names.insert(name)
-            }
-        }
-        for (folder, interest) in wanted {
+            let isFolder = stat(path, &status) == 0 && (status.st_mode & S_IFMT) == S_IFDIR
+            let (folder, name) = isFolder ? (path, "") : Self.split(path)
             let descriptor = inotify_add_watch(fd, folder, Self.mask)
             guard descriptor >= 0 else {
                 let code = errno
                 close(fd)
                 throw .system(call: "inotify_add_watch \(folder)", errno: code)
             }
-            // Two spellings of one folder ("scenarios", "./scenarios") share a watch: merge what they want.
-            var merged = interests[descriptor] ?? interest
-            merged.allScenarioFiles = merged.allScenarioFiles || interest.allScenarioFiles
-            merged.names.formUnion(interest.names)
-            interests[descriptor] = merged
+            // A folder named twice ("scenarios", "./scenarios", a file's parent) has one watch: merge the interests.
+            if isFolder {
+                interests[descriptor, default: Interest()].allScenarioFiles = true
+            } else {
+                interests[descriptor, default: Interest()].names.insert(name)
+            }
         }
         let context = Unmanaged.passUnretained(self).toOpaque()
         event = event_new(loop.base, fd, Int16(EV_READ | EV_PERSIST), { _, _, context in
