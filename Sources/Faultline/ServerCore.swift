@@ -126,7 +126,7 @@ final class ServerCore: @unchecked Sendable {
         connections[id] = connection
     }
 
-    /// Connections to close once the callbacks already due this loop turn have run (`Connection.linger`).
+    /// Connections to close once nothing more urgent is ready (`Connection.linger`, `LoopPriority`).
     private var closeQueue: [Connection] = []
     private lazy var closeTask = TurnEndAction(loop: loop) { [unowned self] in
         let closing = closeQueue
@@ -134,8 +134,8 @@ final class ServerCore: @unchecked Sendable {
         for connection in closing { connection.teardown(outcomeForQueued: .cancelled) }
     }
 
-    /// Closes `connection` after the events already active: libevent runs an activated event after those queued
-    /// before it, so every timer that expired with this one fires (and sends) first.
+    /// Closes `connection` once no timer is due and no socket is ready (`LoopPriority.housekeeping`): every
+    /// timer that expired with this one, or while closes were waiting, fires (and sends) first.
     func closeSoon(_ connection: Connection) {
         closeQueue.append(connection)
         closeTask.schedule()
@@ -171,10 +171,11 @@ final class ServerCore: @unchecked Sendable {
     var requestLog: RequestLog?
 
     @discardableResult
-    func record(_ entry: JournalEntry) -> Int {
+    func record(_ entry: consuming JournalEntry) -> Int {
+        let finished = entry.outcome != .pending
         let sequence = journal.record(entry)
         if let journalFile, let stored = journal.entry(sequence) { journalFile.recorded(stored) }
-        if let requestLog, entry.outcome != .pending, let stored = journal.entry(sequence) { requestLog.finished(stored) }
+        if let requestLog, finished, let stored = journal.entry(sequence) { requestLog.finished(stored) }
         notifyJournalObservers()
         return sequence
     }
@@ -189,6 +190,7 @@ final class ServerCore: @unchecked Sendable {
 
     private func notifyJournalObservers() {
         if admin.hasWaiters { admin.journalChanged() }
+        if journalObservers.isEmpty { return }
         for (id, observer) in journalObservers where observer(self) { journalObservers[id] = nil }
     }
 

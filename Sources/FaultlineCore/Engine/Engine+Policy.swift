@@ -211,9 +211,9 @@ extension Engine {
     /// What an idempotent route does before its script runs: nil to run it (with `key` set for a fresh key),
     /// or the decision that answers instead (400 missing/invalid key, replay, 409, 422).
     func idempotencyGate(
-        _ route: Route, _ input: MatchInput, key: inout String?, now: EngineInstant, notes: inout [String]
+        _ config: IdempotencyConfig, routeID: String, _ input: MatchInput, key: inout String?, now: EngineInstant,
+        notes: inout [String]
     ) -> ResponsePlan? {
-        guard let config = route.idempotency else { return nil }
         let request = input.request
         guard let raw = request.headers[config.header] else {
             if config.required {
@@ -230,8 +230,8 @@ extension Engine {
                                 "\(config.header) must be a structured-field string, e.g. \"8e03978e-40d5\".")
         }
         let fingerprint = IdempotencyStore.fingerprint(method: request.method, target: request.target, body: request.body)
-        switch policy.idempotency[route.id]!.admit(
-            scope: route.id, key: parsed, fingerprint: fingerprint, nowMilliseconds: now.monotonicMilliseconds) {
+        switch policy.idempotency[routeID]!.admit(
+            scope: routeID, key: parsed, fingerprint: fingerprint, nowMilliseconds: now.monotonicMilliseconds) {
         case .fresh:
             key = parsed
             notes.append("idempotency: key \(parsed) first use")

@@ -33,19 +33,30 @@ public struct UnmatchedInfo: Sendable, Equatable {
 /// randomness comes from each scenario's seed.
 public final class Engine {
     /// A route with the scenario it came from and its pre-rendered steps. A class: the request path reads it
-    /// for every request, and copying a struct of this size costs a retain and release per field.
+    /// for every request, and copying a struct of this size costs a retain and release per field. The fields
+    /// the request path reads are copied out of `route` once, at load, so that reading one does not copy the
+    /// whole `Route`.
     private final class LoadedRoute {
         let scenario: Scenario
         let scenarioIndex: Int
         let route: Route
+        let id: String
+        let match: RouteMatch
+        let idempotency: IdempotencyConfig?
         /// Cumulative `times`: step i answers requests [ends[i-1], ends[i]) of the script.
         let stepEnds: [Int]
         let prepared: [PreparedStep]
+        /// Requests served by a route without `sequenceBy` (one script for everyone): a counter here instead
+        /// of an entry in the engine's `cursors`, which would hash a key per request.
+        var served = 0
 
         init(scenario: Scenario, scenarioIndex: Int, route: Route, stepEnds: [Int], prepared: [PreparedStep]) {
             self.scenario = scenario
             self.scenarioIndex = scenarioIndex
             self.route = route
+            id = route.id
+            match = route.match
+            idempotency = route.idempotency
             self.stepEnds = stepEnds
             self.prepared = prepared
         }
@@ -113,6 +124,7 @@ public final class Engine {
     public func reset(now: EngineInstant? = nil) {
         generation += 1
         cursors = [:]
+        for route in routes { route.served = 0 }
         randoms = scenarios.map { SeededRandom(seed: $0.seed) }
         nextResourceID = 1
         policy = PolicyState(scenarios: scenarios, now: now ?? loadedAt)
@@ -159,14 +171,14 @@ public final class Engine {
     ) -> Decision {
         let request = input.request
         for index in routes.indices {
-            if case .matched(let parameters) = RouteMatcher.match(routes[index].route.match, input, explain: false) {
+            if case .matched(let parameters) = RouteMatcher.match(routes[index].match, input, explain: false) {
                 return play(index, input, parameters, requestID: requestID, now: now, extraHeaders: extraHeaders, notes: &notes)
             }
         }
         // No route took it: only now work out which came nearest, and why it missed, for the 404.
         var nearest: (miss: MatchMiss, index: Int)?
         for index in routes.indices {
-            if case .missed(let miss) = RouteMatcher.match(routes[index].route.match, input),
+            if case .missed(let miss) = RouteMatcher.match(routes[index].match, input),
                nearest == nil || miss.score > nearest!.miss.score {
                 nearest = (miss, index)
             }
@@ -185,31 +197,27 @@ public final class Engine {
         extraHeaders: [(name: String, value: String)], notes: inout [String]
     ) -> Decision {
         let loaded = routes[index]
-        let partitionValue = partition(loaded.route.sequenceBy, input, parameters)
-        let key = CursorKey(route: index, partition: partitionValue)
+        let sequenceBy = loaded.route.sequenceBy
+        let partitionValue = sequenceBy == nil ? "" : partition(sequenceBy, input, parameters)
         // Scripted Retry-After (a 503 step, say) is judged per route and script partition.
-        let retryKey = { "route \(loaded.route.id) [\(partitionValue)]" }
+        let retryKey = { "route \(loaded.id) [\(partitionValue)]" }
         if policy.retryAfter.hasPending, let seen = policy.retryAfter.arrived(
             key: retryKey(), sequence: requestID, nowMilliseconds: now.monotonicMilliseconds, connection: currentConnection,
             connectionOpenedAtMilliseconds: currentConnectionOpenedAt) {
             notes.append(Self.describe(seen))
         }
         var idempotencyKey: String?
-        if let answer = idempotencyGate(loaded.route, input, key: &idempotencyKey, now: now, notes: &notes) {
+        if let config = loaded.idempotency,
+           let answer = idempotencyGate(config, routeID: loaded.id, input, key: &idempotencyKey, now: now, notes: &notes) {
             return routeDecision(loaded, step: nil, plan: answer)
         }
-        let served = cursors[key, default: 0]
+        let key = CursorKey(route: index, partition: partitionValue)
+        let served = sequenceBy == nil ? loaded.served : cursors[key, default: 0]
         let total = loaded.stepEnds.last ?? 0
-        var context = TemplateContext(
-            pathParameters: parameters, input: input, requestID: requestID, resourceID: { [unowned self] in
-                defer { self.nextResourceID += 1 }
-                return self.nextResourceID
-            })
-        context.token = policy.authority?.currentToken
         if let chaos = loaded.route.chaos, !chaos.outcomes.isEmpty,
            randoms[loaded.scenarioIndex].nextUnit() < chaos.rate {
             // Chaos takes this request; the script does not move, and nothing was committed: the key is free again.
-            if let idempotencyKey { policy.idempotency[loaded.route.id]?.abandon(scope: loaded.route.id, key: idempotencyKey) }
+            if let idempotencyKey { policy.idempotency[loaded.id]?.abandon(scope: loaded.id, key: idempotencyKey) }
             let pick = Int(randoms[loaded.scenarioIndex].next() % UInt64(chaos.outcomes.count))
             let stepIndex = loaded.stepEnds.firstIndex(where: { min(served, total - 1) < $0 }) ?? 0
             var step = loaded.route.responses[stepIndex]
@@ -219,9 +227,10 @@ public final class Engine {
             case .status(let code):
                 step = ResponseStep(status: code, body: .json(.object([
                     ("error", .string("chaos")), ("status", .int(code)),
-                    ("message", .string("route \(loaded.route.id) failed this request on purpose")),
+                    ("message", .string("route \(loaded.id) failed this request on purpose")),
                 ])))
             }
+            var context = templateContext(input, parameters, requestID: requestID)
             let plan = ResponsePlanner.plan(
                 PreparedStep(step), for: input.request, context: &context, random: &randoms[loaded.scenarioIndex])
             var decision = routeDecision(loaded, step: nil, plan: plan)
@@ -229,7 +238,7 @@ public final class Engine {
             if case .status = chaos.outcomes[pick] { decision.plan.fault = chaos.outcomes[pick].description }
             return decision
         }
-        cursors[key] = served + 1
+        if sequenceBy == nil { loaded.served = served + 1 } else { cursors[key] = served + 1 }
         var position = served
         if served >= total {
             switch loaded.route.afterLast {
@@ -237,57 +246,77 @@ public final class Engine {
             case .cycle: position = served % total
             case .fail:
                 if let idempotencyKey {
-                    policy.idempotency[loaded.route.id]?.abandon(scope: loaded.route.id, key: idempotencyKey)
+                    policy.idempotency[loaded.id]?.abandon(scope: loaded.id, key: idempotencyKey)
                 }
                 return routeDecision(
                     loaded, step: nil,
-                    plan: ResponsePlanner.scriptExhausted(input.request, routeID: loaded.route.id, played: total))
+                    plan: ResponsePlanner.scriptExhausted(input.request, routeID: loaded.id, played: total))
             }
         }
         let stepIndex = loaded.stepEnds.firstIndex(where: { position < $0 }) ?? loaded.stepEnds.count - 1
-        let step = loaded.route.responses[stepIndex]
-        let sideEffecting = loaded.route.idempotency != nil
-        let plan = ResponsePlanner.plan(
-            loaded.prepared[stepIndex], for: input.request, context: &context,
-            random: &randoms[loaded.scenarioIndex], extraHeaders: extraHeaders, keepResponse: idempotencyKey != nil)
-        apply(step.effects, now: now)
+        let prepared = loaded.prepared[stepIndex]
+        let plan: ResponsePlan
+        if let cached = ResponsePlanner.cachedPlan(
+            prepared, for: input.request, random: &randoms[loaded.scenarioIndex], extraHeaders: extraHeaders,
+            keepResponse: idempotencyKey != nil) {
+            plan = cached
+        } else {
+            var context = templateContext(input, parameters, requestID: requestID)
+            plan = ResponsePlanner.plan(
+                prepared, for: input.request, context: &context, random: &randoms[loaded.scenarioIndex],
+                extraHeaders: extraHeaders, keepResponse: idempotencyKey != nil)
+        }
+        if !prepared.step.effects.isEmpty { apply(prepared.step.effects, now: now) }
         var decision = routeDecision(loaded, step: stepIndex, plan: plan)
-        if let retryAfter = step.headers.first(where: { $0.name.caseInsensitiveEquals("retry-after") })?.value,
+        if let retryAfter = prepared.retryAfter,
            let wait = RetryAfterTracker.waitMilliseconds(retryAfter: retryAfter, wallSeconds: now.wallSeconds) {
             policy.retryAfter.advertised(
-                key: retryKey(), sequence: requestID, status: step.status, retryAfter: retryAfter, waitMilliseconds: wait,
-                nowMilliseconds: now.monotonicMilliseconds, connection: currentConnection)
+                key: retryKey(), sequence: requestID, status: prepared.step.status, retryAfter: retryAfter,
+                waitMilliseconds: wait, nowMilliseconds: now.monotonicMilliseconds, connection: currentConnection)
         }
+        guard loaded.idempotency != nil else { return decision }
         // Only a step that answers normally, or a commit-then-* fault, has done the work; any other fault
         // broke the exchange before anything was committed, so the key is free for the retry.
-        let commits = step.fault.map { [.commitThenReset, .commitThenHang].contains($0.name) } ?? false
-        if let idempotencyKey, step.fault != nil, !commits {
-            policy.idempotency[loaded.route.id]?.abandon(scope: loaded.route.id, key: idempotencyKey)
+        let fault = prepared.step.fault
+        let commits = fault.map { [.commitThenReset, .commitThenHang].contains($0.name) } ?? false
+        if let idempotencyKey, fault != nil, !commits {
+            policy.idempotency[loaded.id]?.abandon(scope: loaded.id, key: idempotencyKey)
             decision.plan.response = nil
             return decision
         }
-        if sideEffecting && step.fault == nil && step.status < 400 || sideEffecting && commits {
-            policy.idempotency[loaded.route.id]?.recordSideEffect(scope: loaded.route.id, key: idempotencyKey)
-            notes.append("side effect: \(loaded.route.id) created a resource")
+        if fault == nil && prepared.step.status < 400 || commits {
+            policy.idempotency[loaded.id]?.recordSideEffect(scope: loaded.id, key: idempotencyKey)
+            notes.append("side effect: \(loaded.id) created a resource")
         }
         if let idempotencyKey, let response = plan.response {
             let stored = StoredResponse(status: response.status, headers: response.headers.fields, body: response.body)
             if commits {
                 // The "unknown outcome": committed and stored now, before the connection breaks.
-                policy.idempotency[loaded.route.id]?.complete(
-                    scope: loaded.route.id, key: idempotencyKey, response: stored, nowMilliseconds: now.monotonicMilliseconds)
+                policy.idempotency[loaded.id]?.complete(
+                    scope: loaded.id, key: idempotencyKey, response: stored, nowMilliseconds: now.monotonicMilliseconds)
             } else {
-                decision.completion = ExchangeCompletion(generation: generation, idempotency: (loaded.route.id, idempotencyKey, stored))
+                decision.completion = ExchangeCompletion(generation: generation, idempotency: (loaded.id, idempotencyKey, stored))
             }
             decision.plan.response = nil
         }
         return decision
     }
 
+    /// The values `{{…}}` placeholders read. Built only for a step that renders something.
+    private func templateContext(_ input: MatchInput, _ parameters: [String: String], requestID: Int) -> TemplateContext {
+        var context = TemplateContext(
+            pathParameters: parameters, input: input, requestID: requestID, resourceID: { [unowned self] in
+                defer { self.nextResourceID += 1 }
+                return self.nextResourceID
+            })
+        context.token = policy.authority?.currentToken
+        return context
+    }
+
     /// A decision taken by `loaded`'s route; the one place that ties it to its scenario.
     private func routeDecision(_ loaded: LoadedRoute, step: Int?, plan: ResponsePlan) -> Decision {
         var decision = Decision(
-            scenario: loaded.scenario.name, route: loaded.route.id, step: step, unmatched: nil, plan: plan)
+            scenario: loaded.scenario.name, route: loaded.id, step: step, unmatched: nil, plan: plan)
         decision.scenarioIndex = loaded.scenarioIndex
         decision.scenarioVersion = versions[loaded.scenarioIndex]
         return decision

@@ -1,16 +1,21 @@
 /// A step with everything that does not depend on the request worked out once, at load time.
-struct PreparedStep {
-    var step: ResponseStep
+/// A step with what can be worked out once, at load time. A class, immutable: the request path passes it
+/// around by reference instead of copying the step's fields.
+final class PreparedStep {
+    let step: ResponseStep
     /// The body bytes when no placeholder appears in it; nil when it must be rendered per request.
-    var staticBody: [UInt8]?
+    let staticBody: [UInt8]?
     /// Whether any header value holds a placeholder.
-    var templatedHeaders: Bool
+    let templatedHeaders: Bool
     /// The complete HTTP/1.1 keep-alive response, for the common case of a plain step with nothing to
     /// render: serving it is a single write of cached bytes.
-    var cachedKeepAliveResponse: [UInt8]?
+    let cachedKeepAliveResponse: [UInt8]?
+    /// The step's `Retry-After` value as written, for the Retry-After judgements.
+    let retryAfter: String?
 
     init(_ step: ResponseStep) {
         self.step = step
+        retryAfter = step.headers.first(where: { $0.name.caseInsensitiveEquals("retry-after") })?.value
         templatedHeaders = step.headers.contains { Template.hasPlaceholders($0.value) }
         switch step.body {
         case .empty: staticBody = []
@@ -28,6 +33,8 @@ struct PreparedStep {
         if let body = staticBody, !templatedHeaders, step.fault == nil, step.drip == nil, !step.closeConnection {
             let response = HTTPResponse(status: step.status, headers: Self.headers(step, rendered: nil), body: body)
             cachedKeepAliveResponse = response.serialized(close: false)
+        } else {
+            cachedKeepAliveResponse = nil
         }
     }
 
@@ -61,6 +68,10 @@ enum ResponsePlanner {
         _ prepared: PreparedStep, for request: HTTPRequest, context: inout TemplateContext,
         random: inout SeededRandom, extraHeaders: [(name: String, value: String)] = [], keepResponse: Bool = false
     ) -> ResponsePlan {
+        if let plan = cachedPlan(
+            prepared, for: request, random: &random, extraHeaders: extraHeaders, keepResponse: keepResponse) {
+            return plan
+        }
         let step = prepared.step
         var actions: [WireAction] = []
         if let delay = step.delay {
@@ -69,12 +80,6 @@ enum ResponsePlanner {
         }
         let isHead = request.method == "HEAD"
         let keepAlive = request.head.clientWantsKeepAlive && !step.closeConnection
-        // Fast path: a plain step, an HTTP/1.1 keep-alive client. One write of bytes prepared at load time.
-        if let cached = prepared.cachedKeepAliveResponse, keepAlive, !isHead, request.head.version == .http1_1,
-           extraHeaders.isEmpty, !keepResponse {
-            actions.append(.write(cached))
-            return ResponsePlan(actions: actions, status: step.status, keepAlive: true)
-        }
 
         var resourceID: Int?
         let body = prepared.staticBody ?? renderBody(step.body, &context, &resourceID)
@@ -115,6 +120,25 @@ enum ResponsePlanner {
         var plan = ResponsePlan(actions: actions, status: response.status, keepAlive: keepAlive)
         plan.response = nominal
         return plan
+    }
+
+    /// The fast path: a plain step (nothing to render, no fault, no drip) for an HTTP/1.1 keep-alive client is
+    /// one write of the bytes prepared at load time, after its delay if it has one. Nil when it does not apply;
+    /// then no random number was drawn, so `plan` draws the delay as usual.
+    static func cachedPlan(
+        _ prepared: PreparedStep, for request: HTTPRequest, random: inout SeededRandom,
+        extraHeaders: [(name: String, value: String)], keepResponse: Bool
+    ) -> ResponsePlan? {
+        guard let cached = prepared.cachedKeepAliveResponse, extraHeaders.isEmpty, !keepResponse,
+              request.head.version == .http1_1, request.method != "HEAD", request.head.clientWantsKeepAlive
+        else { return nil }
+        var actions: [WireAction] = []
+        if let delay = prepared.step.delay {
+            let ms = delay.milliseconds(using: &random)
+            if ms > 0 { actions.append(.wait(milliseconds: ms)) }
+        }
+        actions.append(.write(cached))
+        return ResponsePlan(actions: actions, status: prepared.step.status, keepAlive: true)
     }
 
     private static func renderBody(_ body: StepBody, _ context: inout TemplateContext, _ id: inout Int?) -> [UInt8] {

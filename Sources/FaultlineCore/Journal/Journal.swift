@@ -79,12 +79,12 @@ public struct Journal: Sendable {
 
     /// Records a new entry, assigning its sequence number, which it returns. The body is capped here.
     @discardableResult
-    public mutating func record(_ entry: JournalEntry) -> Int {
-        var entry = entry
-        entry.sequence = nextSequence
+    public mutating func record(_ entry: consuming JournalEntry) -> Int {
+        let sequence = nextSequence
+        entry.sequence = sequence
         nextSequence += 1
         if entry.body.count > maxBodyBytes { entry.body = Array(entry.body.prefix(maxBodyBytes)) }
-        if ring.isEmpty { firstSequence = entry.sequence }
+        if ring.isEmpty { firstSequence = sequence }
         if entry.malformed != nil { totalMalformed += 1 }
         if let route = entry.route { perRoute[route, default: 0] += 1 }
         if entry.unmatched != nil { totalUnmatched += 1 }
@@ -97,7 +97,7 @@ public struct Journal: Sendable {
             firstSequence += 1
             evicted += 1
         }
-        return entry.sequence
+        return sequence
     }
 
     private func slot(_ sequence: Int) -> Int? {
