@@ -277,8 +277,8 @@ final class Connection {
     }
 
     private func updateReadInterest() {
-        guard let bufferEvent, let readEvent, !readEOF else { return }
-        let output = evbuffer_get_length(bufferevent_get_output(bufferEvent))
+        guard bufferEvent != nil, let readEvent, !readEOF else { return }
+        let output = pendingOutput
         let shouldPause = exchanges.count >= Connection.maxQueuedExchanges || output >= Connection.maxPendingOutput
         if shouldPause && !readingPaused {
             event_del(readEvent)
@@ -312,8 +312,8 @@ final class Connection {
         guard let bufferEvent, !bytes.isEmpty, !clientGone else { return }
         bytes.withUnsafeBytes { buffer in
             var sent = 0
-            if evbuffer_get_length(bufferevent_get_output(bufferEvent)) == 0 {
-                let n = send(bufferevent_getfd(bufferEvent), buffer.baseAddress, buffer.count,
+            if pendingOutput == 0 {
+                let n = send(socket, buffer.baseAddress, buffer.count,
                              Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
                 if n > 0 { sent = n }
                 if n < 0 && (errno == EPIPE || errno == ECONNRESET) { clientGone = true }
@@ -365,8 +365,10 @@ final class Connection {
         finishExchange()
     }
 
+    /// Bytes queued on the bufferevent, not yet sent. None before a write first had to queue (`writeEnabled`):
+    /// the common case costs no libevent call.
     private var pendingOutput: Int {
-        guard let bufferEvent else { return 0 }
+        guard writeEnabled, let bufferEvent else { return 0 }
         return evbuffer_get_length(bufferevent_get_output(bufferEvent))
     }
 
@@ -427,9 +429,14 @@ final class Connection {
     }
 
     private func completeAwaitingDrain(_ outcome: ExchangeOutcome) {
-        let drained = awaitingDrain
-        awaitingDrain.removeAll(keepingCapacity: true)
+        // Swapped out first, so completing may queue more; the buffer goes back for reuse (no allocation per request).
+        var drained: [Exchange] = []
+        swap(&drained, &awaitingDrain)
         for exchange in drained { complete(exchange, outcome) }
+        if awaitingDrain.isEmpty {
+            drained.removeAll(keepingCapacity: true)
+            awaitingDrain = drained
+        }
     }
 
     /// How long to wait for the client's RST after answering a client that had already sent FIN.
@@ -506,32 +513,42 @@ final class Connection {
     /// Sends FIN and discards input until the client closes (or the linger timer fires), then closes.
     /// Exchanges still queued behind a closing response are never answered: journaled as cancelled.
     private func linger() {
-        guard let bufferEvent, state != .lingering else { return }
+        guard bufferEvent != nil, state != .lingering else { return }
         for exchange in exchanges { complete(exchange, .cancelled) }
         exchanges.removeAll()
         if readEOF {
             if awaitingDrain.isEmpty { teardown(outcomeForQueued: .cancelled) } else { settleAfterClientFIN() }
             return
         }
-        // The client said this was its last request and nothing of its is unread: a plain close sends FIN
-        // after our bytes, and there is nothing a lingering close would protect. (Otherwise, closing with
-        // unread input would make the kernel answer RST, which can destroy the response at the client.)
-        // The close itself (FIN, socket teardown: as costly as the send) waits for the end of the loop turn, so that
-        // a burst of delays expiring together sends every response before closing any connection.
-        if clientSaidClose && awaitingDrain.isEmpty && pendingOutput == 0 && parser.bufferedByteCount == 0
-            && !unreadInput {
-            if let readEvent, !readingPaused { event_del(readEvent) }
-            readingPaused = true
+        // The client said this was its last request: a plain close sends FIN after our bytes, and there is
+        // nothing a lingering close would protect. The close (FIN, socket teardown: as costly as the send) waits
+        // in the server's close queue until no timer is due, so a burst of delays expiring together sends every
+        // response before closing any connection. Input that arrives meanwhile is read and dropped, as in any
+        // lingering close; `closeFromQueue` looks for input the kernel still holds.
+        if clientSaidClose && awaitingDrain.isEmpty && pendingOutput == 0 && parser.bufferedByteCount == 0 {
             headerTimer?.cancel()
             headerTimer = nil
             transition(to: .lingering)
             server.closeSoon(self)
             return
         }
+        transition(to: .lingering)
+        lingerAfterShutdown()
+    }
+
+    /// The server's close queue reached this connection (`linger`). Closing with unread input would make the
+    /// kernel answer RST, which can destroy the response at the client: then it lingers after all.
+    func closeFromQueue() {
+        guard state == .lingering, waitTimer == nil else { return }
+        if unreadInput { lingerAfterShutdown() } else { teardown(outcomeForQueued: .cancelled) }
+    }
+
+    /// FIN, then drop the client's input until it closes or the linger timer fires.
+    private func lingerAfterShutdown() {
+        guard let bufferEvent else { return }
         shutdown(bufferevent_getfd(bufferEvent), Int32(SHUT_WR))
         headerTimer?.cancel()
         headerTimer = nil
-        transition(to: .lingering)
         if readingPaused, let readEvent {
             event_add(readEvent, nil)
             readingPaused = false

@@ -27,6 +27,7 @@ final class EventLoop: @unchecked Sendable {
         event_config_set_flag(config, Int32(EVENT_BASE_FLAG_PRECISE_TIMER.rawValue))
         guard let base = event_base_new_with_config(config) else { throw .libevent("event_base_new_with_config") }
         self.base = base
+        event_base_priority_init(base, LoopPriority.count)
         wakeFD = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
         guard wakeFD >= 0 else {
             event_base_free(base)
@@ -121,6 +122,20 @@ final class EventLoop: @unchecked Sendable {
     }
 }
 
+/// The order in which the loop runs what is ready (libevent runs only the most urgent non-empty level in a turn,
+/// then looks again). Delays are the product, so a due timer goes before reading new requests, and both go
+/// before housekeeping: when 10,000 delayed responses fall due together, every one is sent before any of
+/// their connections is closed (the close, FIN and socket teardown, costs about as much as the send).
+enum LoopPriority {
+    /// `LoopTimer`s: delays, drips, timeouts.
+    static let timers: Int32 = 0
+    /// Sockets, signals and posted work: libevent's default for 3 levels.
+    static let io: Int32 = 1
+    /// `TurnEndAction`s: closing finished connections, writing the request log.
+    static let housekeeping: Int32 = 2
+    static let count: Int32 = 3
+}
+
 /// A one-shot loop timer that runs a closure on the loop thread. Cancel it, or let it fire; either way the
 /// libevent event is freed by `deinit`. Loop thread only.
 final class LoopTimer {
@@ -137,6 +152,7 @@ final class LoopTimer {
             timer.action = nil
             action?()
         }, Unmanaged.passUnretained(self).toOpaque())
+        event_priority_set(event, LoopPriority.timers)
         var delay = timeval(tv_sec: milliseconds / 1000, tv_usec: (milliseconds % 1000) * 1000)
         // Measure from now, not from the start of this loop turn: with the cached time, a timer added late in a
         // busy turn would fire early. Refreshing here costs a clock read per timer, not per event.
@@ -159,12 +175,15 @@ final class LoopTimer {
     }
 }
 
-/// A closure that runs at the end of the current loop turn: after the events already active, since libevent runs
-/// an activated event after those queued before it. Scheduling again before it ran changes nothing. Loop thread
-/// only; `close()` frees the event (call it while the event base exists, when the server stops).
+/// A closure that runs once the loop has nothing more urgent to do: at the end of the current turn, after the
+/// events already active, or later while timers keep falling due (`LoopPriority.housekeeping`). Scheduling
+/// again before it ran changes nothing; scheduling from inside the action runs it again on a later turn, after
+/// whatever fell due meanwhile, which lets a long job go in slices. Loop thread only; `close()` frees the event
+/// (call it while the event base exists, when the server stops).
 final class TurnEndAction {
     private var event: OpaquePointer?
     private var scheduled = false
+    private var running = false
     private let action: () -> Void
 
     init(loop: EventLoop, _ action: @escaping () -> Void) {
@@ -172,8 +191,11 @@ final class TurnEndAction {
         event = event_new(loop.base, -1, 0, { _, _, context in
             let task = Unmanaged<TurnEndAction>.fromOpaque(context!).takeUnretainedValue()
             task.scheduled = false
+            task.running = true
             task.action()
+            task.running = false
         }, Unmanaged.passUnretained(self).toOpaque())
+        event_priority_set(event, LoopPriority.housekeeping)
     }
 
     /// False once closed.
@@ -182,7 +204,14 @@ final class TurnEndAction {
     func schedule() {
         guard !scheduled, let event else { return }
         scheduled = true
-        event_active(event, 0, 0)
+        if running {
+            // Activated now, it would run again in this very pass over the active events; a zero timeout
+            // makes it wait for the next turn, where due timers go first.
+            var now = timeval(tv_sec: 0, tv_usec: 0)
+            event_add(event, &now)
+        } else {
+            event_active(event, 0, 0)
+        }
     }
 
     func close() {

@@ -128,10 +128,23 @@ final class ServerCore: @unchecked Sendable {
 
     /// Connections to close once nothing more urgent is ready (`Connection.linger`, `LoopPriority`).
     private var closeQueue: [Connection] = []
-    private lazy var closeTask = TurnEndAction(loop: loop) { [unowned self] in
-        let closing = closeQueue
-        closeQueue.removeAll(keepingCapacity: true)
-        for connection in closing { connection.teardown(outcomeForQueued: .cancelled) }
+    private var closeQueueStart = 0
+    /// Closes per slice: a close costs about as much as a send, so a long queue is worked off in slices, and
+    /// timers that fall due meanwhile fire between them instead of waiting for the whole queue.
+    private static let closeSlice = 64
+    private lazy var closeTask = TurnEndAction(loop: loop) { [unowned self] in closeNextSlice() }
+
+    private func closeNextSlice() {
+        let end = min(closeQueueStart + Self.closeSlice, closeQueue.count)
+        let closing = closeQueue[closeQueueStart..<end]
+        closeQueueStart = end
+        if closeQueueStart == closeQueue.count {
+            closeQueue.removeAll(keepingCapacity: true)
+            closeQueueStart = 0
+        } else {
+            closeTask.schedule()
+        }
+        for connection in closing { connection.closeFromQueue() }
     }
 
     /// Closes `connection` once no timer is due and no socket is ready (`LoopPriority.housekeeping`): every
@@ -299,6 +312,7 @@ final class ServerCore: @unchecked Sendable {
         admin.stop()
         for connection in Array(connections.values) { connection.teardown(outcomeForQueued: .cancelled) }
         closeQueue.removeAll()
+        closeQueueStart = 0
         closeTask.close()
         journalFile?.close()
         requestLog?.close()

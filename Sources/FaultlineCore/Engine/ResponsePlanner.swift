@@ -10,6 +10,8 @@ final class PreparedStep {
     /// The complete HTTP/1.1 keep-alive response, for the common case of a plain step with nothing to
     /// render: serving it is a single write of cached bytes.
     let cachedKeepAliveResponse: [UInt8]?
+    /// The whole plan for that response when the step has no delay: shared by every request it answers.
+    let cachedKeepAlivePlan: ResponsePlan?
     /// The step's `Retry-After` value as written, for the Retry-After judgements.
     let retryAfter: String?
 
@@ -36,6 +38,9 @@ final class PreparedStep {
         } else {
             cachedKeepAliveResponse = nil
         }
+        cachedKeepAlivePlan = step.delay == nil ? cachedKeepAliveResponse.map {
+            ResponsePlan(actions: [.write($0)], status: step.status, keepAlive: true)
+        } : nil
     }
 
     /// The step's headers, rendered when a context is given, with a default `Content-Type` for its body kind
@@ -132,6 +137,7 @@ enum ResponsePlanner {
         guard let cached = prepared.cachedKeepAliveResponse, extraHeaders.isEmpty, !keepResponse,
               request.head.version == .http1_1, request.method != "HEAD", request.head.clientWantsKeepAlive
         else { return nil }
+        if let plan = prepared.cachedKeepAlivePlan { return plan }
         var actions: [WireAction] = []
         if let delay = prepared.step.delay {
             let ms = delay.milliseconds(using: &random)
