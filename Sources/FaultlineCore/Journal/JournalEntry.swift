@@ -21,21 +21,123 @@ public enum ExchangeOutcome: String, Sendable, Equatable {
 }
 
 /// One request as the server saw it and what it did about it (DESIGN §5).
+///
+/// A value with copy-on-write storage: the fields live in one heap object, so handing an entry to the journal,
+/// the NDJSON file or a query copies a reference, not 350 bytes and a retain per string (the request path did
+/// several such copies per request). A change to a shared entry copies the storage first.
 public struct JournalEntry: Sendable {
-    public var sequence: Int
+    private final class Storage: @unchecked Sendable {
+        var sequence: Int = 0
+        var receivedAtWall: Double
+        var receivedAtMonotonicNanos: UInt64
+        var connectionID: Int
+        var indexOnConnection: Int
+        var clientAddress: String
+        var head: HTTPRequestHead?
+        var rawRequestLine: String?
+        var body: [UInt8]
+        var bodySize: Int
+        var malformed: String?
+        var scenario: String? = nil
+        var scenarioVersion: Int? = nil
+        var route: String? = nil
+        var step: Int? = nil
+        var unmatched: UnmatchedInfo? = nil
+        var status: Int? = nil
+        var fault: String? = nil
+        var chaos: Bool = false
+        var notes: [String] = []
+        var bytesWritten: Int = 0
+        var outcome: ExchangeOutcome = .pending
+        var finishedAtMonotonicNanos: UInt64? = nil
+
+        init(
+            sequence: Int, receivedAtWall: Double, receivedAtMonotonicNanos: UInt64, connectionID: Int,
+            indexOnConnection: Int, clientAddress: String, head: HTTPRequestHead?, rawRequestLine: String?,
+            body: [UInt8], bodySize: Int, malformed: String?
+        ) {
+            self.sequence = sequence
+            self.receivedAtWall = receivedAtWall
+            self.receivedAtMonotonicNanos = receivedAtMonotonicNanos
+            self.connectionID = connectionID
+            self.indexOnConnection = indexOnConnection
+            self.clientAddress = clientAddress
+            self.head = head
+            self.rawRequestLine = rawRequestLine
+            self.body = body
+            self.bodySize = bodySize
+            self.malformed = malformed
+        }
+
+        func copy() -> Storage {
+            let copy = Storage(
+                sequence: sequence, receivedAtWall: receivedAtWall, receivedAtMonotonicNanos: receivedAtMonotonicNanos,
+                connectionID: connectionID, indexOnConnection: indexOnConnection, clientAddress: clientAddress,
+                head: head, rawRequestLine: rawRequestLine, body: body, bodySize: bodySize, malformed: malformed)
+            copy.scenario = scenario
+            copy.scenarioVersion = scenarioVersion
+            copy.route = route
+            copy.step = step
+            copy.unmatched = unmatched
+            copy.status = status
+            copy.fault = fault
+            copy.chaos = chaos
+            copy.notes = notes
+            copy.bytesWritten = bytesWritten
+            copy.outcome = outcome
+            copy.finishedAtMonotonicNanos = finishedAtMonotonicNanos
+            return copy
+        }
+    }
+
+    private var storage: Storage
+
+    /// The storage, copied first when another entry shares it.
+    private var unique: Storage {
+        mutating get {
+            if !isKnownUniquelyReferenced(&storage) { storage = storage.copy() }
+            return storage
+        }
+    }
+
+    public var sequence: Int {
+        get { storage.sequence }
+        set { unique.sequence = newValue }
+    }
     /// Unix time in seconds.
-    public var receivedAtWall: Double
+    public var receivedAtWall: Double {
+        get { storage.receivedAtWall }
+        set { unique.receivedAtWall = newValue }
+    }
     /// Monotonic clock, nanoseconds; differences between entries are exact.
-    public var receivedAtMonotonicNanos: UInt64
-    public var connectionID: Int
+    public var receivedAtMonotonicNanos: UInt64 {
+        get { storage.receivedAtMonotonicNanos }
+        set { unique.receivedAtMonotonicNanos = newValue }
+    }
+    public var connectionID: Int {
+        get { storage.connectionID }
+        set { unique.connectionID = newValue }
+    }
     /// Zero for the first request on a connection; a reused connection has an index above zero.
-    public var indexOnConnection: Int
-    public var clientAddress: String
+    public var indexOnConnection: Int {
+        get { storage.indexOnConnection }
+        set { unique.indexOnConnection = newValue }
+    }
+    public var clientAddress: String {
+        get { storage.clientAddress }
+        set { unique.clientAddress = newValue }
+    }
     /// Nil when the request line itself could not be parsed.
-    public var head: HTTPRequestHead?
+    public var head: HTTPRequestHead? {
+        get { storage.head }
+        set { unique.head = newValue }
+    }
     /// What could be read of the request line when the request was malformed; nil for a well-formed
     /// request, whose line is rebuilt from `head` (so the hot path does not format a string per request).
-    public var rawRequestLine: String?
+    public var rawRequestLine: String? {
+        get { storage.rawRequestLine }
+        set { unique.rawRequestLine = newValue }
+    }
 
     /// The request line as received (for malformed requests, what could be read of it).
     public var requestLine: String {
@@ -44,27 +146,72 @@ public struct JournalEntry: Sendable {
         return "\(head.method) \(head.target) \(head.version)"
     }
     /// The body, capped at the journal's body limit.
-    public var body: [UInt8]
+    public var body: [UInt8] {
+        get { storage.body }
+        set { unique.body = newValue }
+    }
     /// The body's full size, even when `body` was capped.
-    public var bodySize: Int
+    public var bodySize: Int {
+        get { storage.bodySize }
+        set { unique.bodySize = newValue }
+    }
     /// Why the request was not valid HTTP; nil for a well-formed request.
-    public var malformed: String?
-    public var scenario: String?
+    public var malformed: String? {
+        get { storage.malformed }
+        set { unique.malformed = newValue }
+    }
+    public var scenario: String? {
+        get { storage.scenario }
+        set { unique.scenario = newValue }
+    }
     /// Which version of the scenario served the request (`Engine.versions`); it changes when a hot reload or an
     /// upload brings different content under the same name.
-    public var scenarioVersion: Int?
-    public var route: String?
-    public var step: Int?
-    public var unmatched: UnmatchedInfo?
-    public var status: Int?
-    public var fault: String?
+    public var scenarioVersion: Int? {
+        get { storage.scenarioVersion }
+        set { unique.scenarioVersion = newValue }
+    }
+    public var route: String? {
+        get { storage.route }
+        set { unique.route = newValue }
+    }
+    public var step: Int? {
+        get { storage.step }
+        set { unique.step = newValue }
+    }
+    public var unmatched: UnmatchedInfo? {
+        get { storage.unmatched }
+        set { unique.unmatched = newValue }
+    }
+    public var status: Int? {
+        get { storage.status }
+        set { unique.status = newValue }
+    }
+    public var fault: String? {
+        get { storage.fault }
+        set { unique.fault = newValue }
+    }
     /// Whether the route's chaos failed this request (instead of its script).
-    public var chaos = false
+    public var chaos: Bool {
+        get { storage.chaos }
+        set { unique.chaos = newValue }
+    }
     /// What the policy layer did: auth checks, rate limits, idempotency, Retry-After judgements.
-    public var notes: [String] = []
-    public var bytesWritten: Int
-    public var outcome: ExchangeOutcome
-    public var finishedAtMonotonicNanos: UInt64?
+    public var notes: [String] {
+        get { storage.notes }
+        set { unique.notes = newValue }
+    }
+    public var bytesWritten: Int {
+        get { storage.bytesWritten }
+        set { unique.bytesWritten = newValue }
+    }
+    public var outcome: ExchangeOutcome {
+        get { storage.outcome }
+        set { unique.outcome = newValue }
+    }
+    public var finishedAtMonotonicNanos: UInt64? {
+        get { storage.finishedAtMonotonicNanos }
+        set { unique.finishedAtMonotonicNanos = newValue }
+    }
 
     public var connectionReused: Bool { indexOnConnection > 0 }
     public var method: String? { head?.method }
@@ -75,19 +222,10 @@ public struct JournalEntry: Sendable {
         indexOnConnection: Int, clientAddress: String, head: HTTPRequestHead?, rawRequestLine: String? = nil,
         body: [UInt8] = [], bodySize: Int = 0, malformed: String? = nil
     ) {
-        self.sequence = sequence
-        self.receivedAtWall = receivedAtWall
-        self.receivedAtMonotonicNanos = receivedAtMonotonicNanos
-        self.connectionID = connectionID
-        self.indexOnConnection = indexOnConnection
-        self.clientAddress = clientAddress
-        self.head = head
-        self.rawRequestLine = rawRequestLine
-        self.body = body
-        self.bodySize = bodySize
-        self.malformed = malformed
-        self.bytesWritten = 0
-        self.outcome = .pending
+        storage = Storage(
+            sequence: sequence, receivedAtWall: receivedAtWall, receivedAtMonotonicNanos: receivedAtMonotonicNanos,
+            connectionID: connectionID, indexOnConnection: indexOnConnection, clientAddress: clientAddress, head: head,
+            rawRequestLine: rawRequestLine, body: body, bodySize: bodySize, malformed: malformed)
     }
 }
 
