@@ -2,12 +2,15 @@
 # Throughput and p99 latency: wrk against Faultline and against nginx (one worker) in the same run, both
 # returning the same small JSON body on loopback. Faultline runs with its journal on (the default).
 # Results are printed as a table and written to bench-results/bench.txt.
-#   DURATION=10s CONNECTIONS=50 THREADS=1 scripts/bench.sh
+# The two servers take turns for ROUNDS rounds (nginx, Faultline, nginx, ...) and the table shows each one's
+# median round: on a shared 2-core machine a single pair of runs can differ by 20 % either way.
+#   DURATION=10s CONNECTIONS=50 THREADS=1 ROUNDS=3 scripts/bench.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration="${DURATION:-10s}"
 connections="${CONNECTIONS:-50}"
 threads="${THREADS:-1}"
+rounds="${ROUNDS:-3}"
 binary=".build/release/faultline"
 work="$(mktemp -d)"
 out_dir="bench-results"
@@ -70,27 +73,43 @@ v=sys.argv[1]; m=re.match(r"([\d.]+)(us|ms|s)$", v)
 n=float(m.group(1)); print(round(n/1000 if m.group(2)=="us" else n*1000 if m.group(2)=="s" else n, 3))' "$1"
 }
 
-run_wrk "http://127.0.0.1:$nginx_port/item" > "$work/nginx.txt"
-run_wrk "http://127.0.0.1:$faultline_port/item" > "$work/faultline.txt"
-
 rps() { awk '/Requests\/sec/ {print $2}' "$1"; }
 p99() { to_ms "$(awk '$1=="99%" {print $2}' "$1")"; }
 errors() { awk '/Non-2xx|Socket errors/' "$1" | tr '\n' ' '; }
 
-nginx_rps=$(rps "$work/nginx.txt"); faultline_rps=$(rps "$work/faultline.txt")
-nginx_p99=$(p99 "$work/nginx.txt"); faultline_p99=$(p99 "$work/faultline.txt")
+for round in $(seq 1 "$rounds"); do
+    run_wrk "http://127.0.0.1:$nginx_port/item" > "$work/nginx.$round.txt"
+    run_wrk "http://127.0.0.1:$faultline_port/item" > "$work/faultline.$round.txt"
+done
+
+# The round with the median requests/s (its p99 goes with it).
+median_round() {
+    for round in $(seq 1 "$rounds"); do echo "$(rps "$work/$1.$round.txt") $round"; done \
+        | sort -n | awk '{a[NR]=$2} END {print a[int((NR+1)/2)]}'
+}
+nginx_median="$work/nginx.$(median_round nginx).txt"
+faultline_median="$work/faultline.$(median_round faultline).txt"
+nginx_rps=$(rps "$nginx_median"); faultline_rps=$(rps "$faultline_median")
+nginx_p99=$(p99 "$nginx_median"); faultline_p99=$(p99 "$faultline_median")
+all_rounds() { for round in $(seq 1 "$rounds"); do printf '%s ' "$(rps "$work/$1.$round.txt")"; done; }
 journal=$(curl -s "http://127.0.0.1:$faultline_port/__faultline/requests/count")
 ratio=$(python3 -c "print(round($faultline_rps / $nginx_rps, 3))")
+round_ratios=$(for round in $(seq 1 "$rounds"); do
+    python3 -c "print(round($(rps "$work/faultline.$round.txt") / $(rps "$work/nginx.$round.txt"), 3), end=' ')"
+done)
 
 {
-    echo "benchmark: wrk -t$threads -c$connections -d$duration, GET /item (${#body}-byte JSON), loopback, $(nproc) cores"
+    echo "benchmark: wrk -t$threads -c$connections -d$duration, GET /item (${#body}-byte JSON), loopback, $(nproc) cores, median of $rounds rounds"
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  nginx: $(nginx -v 2>&1 | sed 's/.*\///')  faultline: $("$binary" --version)"
     printf '%-12s %14s %10s\n' server "requests/s" "p99 ms"
     printf '%-12s %14s %10s\n' nginx "$nginx_rps" "$nginx_p99"
     printf '%-12s %14s %10s\n' faultline "$faultline_rps" "$faultline_p99"
     echo "throughput ratio faultline/nginx: $ratio"
+    echo "rounds, requests/s: nginx $(all_rounds nginx)| faultline $(all_rounds faultline)| ratio per round $round_ratios"
     echo "faultline journal after the run: $journal"
-    [ -n "$(errors "$work/faultline.txt")" ] && echo "faultline wrk errors: $(errors "$work/faultline.txt")"
-    [ -n "$(errors "$work/nginx.txt")" ] && echo "nginx wrk errors: $(errors "$work/nginx.txt")"
+    for round in $(seq 1 "$rounds"); do
+        [ -n "$(errors "$work/faultline.$round.txt")" ] && echo "faultline wrk errors, round $round: $(errors "$work/faultline.$round.txt")"
+        [ -n "$(errors "$work/nginx.$round.txt")" ] && echo "nginx wrk errors, round $round: $(errors "$work/nginx.$round.txt")"
+    done
     true
 } | tee "$out_dir/bench.txt"

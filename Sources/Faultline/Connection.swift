@@ -86,6 +86,10 @@ final class Connection {
     /// Exchanges whose bytes are all queued; they complete when the output buffer drains.
     private var awaitingDrain: [Exchange] = []
     private var headArrival: (wall: Double, monotonic: UInt64)?
+    /// Counts `parseAvailable` passes; `headArrivalPass` is the pass that read the clocks for `headArrival`.
+    /// A request complete in that same pass is decided at its arrival time, without reading the clocks again.
+    private var parsePass = 0
+    private var headArrivalPass = -1
 
     /// Stop reading when this many responses are queued or this much output is unsent (a client pipelining
     /// without reading must not make us buffer without bound).
@@ -155,6 +159,7 @@ final class Connection {
     }
 
     private func parseAvailable() {
+        parsePass &+= 1
         while state != .closed && state != .lingering, let event = parser.next() {
             switch event {
             case .head(let head):
@@ -180,7 +185,10 @@ final class Connection {
     }
 
     private func noteHeadArrival() {
-        if headArrival == nil { headArrival = (Clock.wallSeconds(), Clock.monotonicNanos()) }
+        if headArrival == nil {
+            headArrival = (Clock.wallSeconds(), Clock.monotonicNanos())
+            headArrivalPass = parsePass
+        }
     }
 
     /// 408 when a request's header section is not complete within the header timeout (RFC 9110 §15.5.9).
@@ -214,6 +222,7 @@ final class Connection {
     private func received(_ request: HTTPRequest) {
         clientSaidClose = !request.head.clientWantsKeepAlive
         let arrival = headArrival ?? (Clock.wallSeconds(), Clock.monotonicNanos())
+        let arrivedNow = headArrival != nil && headArrivalPass == parsePass
         headArrival = nil
         let index = requestCount
         requestCount += 1
@@ -235,7 +244,10 @@ final class Connection {
             body: request.body, bodySize: request.body.count)
         let decision = server.engine.decide(
             request, requestID: server.journal.nextSequence, connectionRequestIndex: index, client: clientHost,
-            now: server.now(), connection: id, connectionOpenedAt: openedAtMilliseconds)
+            now: arrivedNow
+                ? EngineInstant(monotonicMilliseconds: arrival.monotonic / 1_000_000, wallSeconds: arrival.wall)
+                : server.now(),
+            connection: id, connectionOpenedAt: openedAtMilliseconds)
         entry.scenario = decision.scenario
         entry.scenarioVersion = decision.scenarioVersion
         entry.route = decision.route
@@ -245,7 +257,7 @@ final class Connection {
         entry.fault = decision.plan.fault
         entry.chaos = decision.chaos
         entry.notes = decision.notes
-        let sequence = server.record(entry)
+        let sequence = server.record(consume entry)
         let exchange = Exchange(sequence: sequence, plan: decision.plan)
         exchange.engineCompletion = decision.completion
         exchanges.append(exchange)
@@ -264,7 +276,7 @@ final class Connection {
             indexOnConnection: index, clientAddress: clientAddress, head: error.head,
             rawRequestLine: error.requestLinePrefix, malformed: error.reason)
         entry.status = error.status
-        let sequence = server.record(entry)
+        let sequence = server.record(consume entry)
         let body: JSONValue = .object([
             ("error", .string(HTTPStatus.reasonPhrase(error.status))),
             ("status", .int(error.status)),
@@ -522,8 +534,8 @@ final class Connection {
         }
         // The client said this was its last request: a plain close sends FIN after our bytes, and there is
         // nothing a lingering close would protect. The close (FIN, socket teardown: as costly as the send) waits
-        // in the server's close queue until no timer is due, so a burst of delays expiring together sends every
-        // response before closing any connection. Input that arrives meanwhile is read and dropped, as in any
+        // in the server's close queue until no timer or socket is ready (at most 250 ms), so a burst of delays
+        // expiring together sends every response before closing any connection. Input that arrives meanwhile is read and dropped, as in any
         // lingering close; `closeFromQueue` looks for input the kernel still holds.
         if clientSaidClose && awaitingDrain.isEmpty && pendingOutput == 0 && parser.bufferedByteCount == 0 {
             headerTimer?.cancel()

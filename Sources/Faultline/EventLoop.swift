@@ -122,16 +122,16 @@ final class EventLoop: @unchecked Sendable {
     }
 }
 
-/// The order in which the loop runs what is ready (libevent runs only the most urgent non-empty level in a turn,
-/// then looks again). Delays are the product, so a due timer goes before reading new requests, and both go
-/// before housekeeping: when 10,000 delayed responses fall due together, every one is sent before any of
-/// their connections is closed (the close, FIN and socket teardown, costs about as much as the send).
+/// The order in which the loop runs what is ready: libevent runs only the most urgent non-empty level in a turn,
+/// then looks again. Timers and sockets share the normal level, so neither can starve the other; housekeeping
+/// (closing finished connections, writing the request log) waits below them. When 10,000 delayed responses fall
+/// due together, every one is sent before any of their connections is closed (a close, FIN and socket teardown,
+/// costs about as much as the send). A `TurnEndAction` has a backstop, so housekeeping runs under a load that
+/// never lets the loop go quiet.
 enum LoopPriority {
-    /// `LoopTimer`s: delays, drips, timeouts.
-    static let timers: Int32 = 0
-    /// Sockets, signals and posted work: libevent's default for 3 levels.
-    static let io: Int32 = 1
-    /// `TurnEndAction`s: closing finished connections, writing the request log.
+    /// Timers, sockets, signals and posted work: libevent gives every new event the middle of 3 levels. (The
+    /// top level is unused.)
+    static let normal: Int32 = 1
     static let housekeeping: Int32 = 2
     static let count: Int32 = 3
 }
@@ -152,7 +152,6 @@ final class LoopTimer {
             timer.action = nil
             action?()
         }, Unmanaged.passUnretained(self).toOpaque())
-        event_priority_set(event, LoopPriority.timers)
         var delay = timeval(tv_sec: milliseconds / 1000, tv_usec: (milliseconds % 1000) * 1000)
         // Measure from now, not from the start of this loop turn: with the cached time, a timer added late in a
         // busy turn would fire early. Refreshing here costs a clock read per timer, not per event.
@@ -175,48 +174,67 @@ final class LoopTimer {
     }
 }
 
-/// A closure that runs once the loop has nothing more urgent to do: at the end of the current turn, after the
-/// events already active, or later while timers keep falling due (`LoopPriority.housekeeping`). Scheduling
-/// again before it ran changes nothing; scheduling from inside the action runs it again on a later turn, after
-/// whatever fell due meanwhile, which lets a long job go in slices. Loop thread only; `close()` frees the event
-/// (call it while the event base exists, when the server stops).
+/// A closure that runs once the loop has nothing more urgent to do (`LoopPriority.housekeeping`): at the end of
+/// the current turn, after the events already active, or later while timers and sockets keep the loop busy, but
+/// never later than `maxWaitMilliseconds` after it was scheduled (a backstop timer at the normal level then runs
+/// it, with `backstop` true). Scheduling again before it ran changes nothing; scheduling from inside the action
+/// runs it again on a later turn, after whatever became ready meanwhile, which lets a long job go in slices.
+/// Loop thread only; `close()` frees the events (call it while the event base exists, when the server stops).
 final class TurnEndAction {
     private var event: OpaquePointer?
+    private var backstopEvent: OpaquePointer?
+    private let maxWait: timeval
     private var scheduled = false
     private var running = false
-    private let action: () -> Void
+    private let action: (_ backstop: Bool) -> Void
 
-    init(loop: EventLoop, _ action: @escaping () -> Void) {
+    init(loop: EventLoop, maxWaitMilliseconds: Int, _ action: @escaping (_ backstop: Bool) -> Void) {
         self.action = action
+        maxWait = timeval(tv_sec: maxWaitMilliseconds / 1000, tv_usec: (maxWaitMilliseconds % 1000) * 1000)
+        let context = Unmanaged.passUnretained(self).toOpaque()
         event = event_new(loop.base, -1, 0, { _, _, context in
-            let task = Unmanaged<TurnEndAction>.fromOpaque(context!).takeUnretainedValue()
-            task.scheduled = false
-            task.running = true
-            task.action()
-            task.running = false
-        }, Unmanaged.passUnretained(self).toOpaque())
+            Unmanaged<TurnEndAction>.fromOpaque(context!).takeUnretainedValue().run(backstop: false)
+        }, context)
         event_priority_set(event, LoopPriority.housekeeping)
+        backstopEvent = event_new(loop.base, -1, 0, { _, _, context in
+            Unmanaged<TurnEndAction>.fromOpaque(context!).takeUnretainedValue().run(backstop: true)
+        }, context)
     }
 
     /// False once closed.
     var isOpen: Bool { event != nil }
 
     func schedule() {
-        guard !scheduled, let event else { return }
+        guard !scheduled, let event, let backstopEvent else { return }
         scheduled = true
         if running {
             // Activated now, it would run again in this very pass over the active events; a zero timeout
-            // makes it wait for the next turn, where due timers go first.
+            // makes it wait for the next turn.
             var now = timeval(tv_sec: 0, tv_usec: 0)
             event_add(event, &now)
         } else {
             event_active(event, 0, 0)
         }
+        var wait = maxWait
+        event_add(backstopEvent, &wait)
+    }
+
+    private func run(backstop: Bool) {
+        guard scheduled else { return }
+        scheduled = false
+        // Whichever fired first, the other must not run the action again.
+        if let event { event_del(event) }
+        if let backstopEvent { event_del(backstopEvent) }
+        running = true
+        action(backstop)
+        running = false
     }
 
     func close() {
         if let event { event_free(event) }
+        if let backstopEvent { event_free(backstopEvent) }
         event = nil
+        backstopEvent = nil
     }
 
     deinit { close() }

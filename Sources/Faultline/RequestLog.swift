@@ -24,7 +24,8 @@ final class RequestLog {
         self.format = format
         // Colour only for a person watching a terminal (and never when NO_COLOR is set).
         colour = format == .text && isatty(STDERR_FILENO) == 1 && getenv("NO_COLOR") == nil
-        flushTask = TurnEndAction(loop: loop) { [unowned self] in flush() }
+        // Under a load that never lets the loop go quiet, lines are written at least every 100 ms.
+        flushTask = TurnEndAction(loop: loop, maxWaitMilliseconds: 100) { [unowned self] _ in flush() }
     }
 
     deinit { flush() }

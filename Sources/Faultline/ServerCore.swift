@@ -130,12 +130,17 @@ final class ServerCore: @unchecked Sendable {
     private var closeQueue: [Connection] = []
     private var closeQueueStart = 0
     /// Closes per slice: a close costs about as much as a send, so a long queue is worked off in slices, and
-    /// timers that fall due meanwhile fire between them instead of waiting for the whole queue.
+    /// timers and sockets that become ready meanwhile go between slices instead of waiting for the whole queue.
     private static let closeSlice = 64
-    private lazy var closeTask = TurnEndAction(loop: loop) { [unowned self] in closeNextSlice() }
+    /// When timers and sockets keep the loop busy for this long, the queue is closed in one go: a burst of
+    /// expiring delays is over long before, and a flood of one-request connections cannot pile up descriptors.
+    private static let closeMaxWaitMilliseconds = 250
+    private lazy var closeTask = TurnEndAction(loop: loop, maxWaitMilliseconds: Self.closeMaxWaitMilliseconds) {
+        [unowned self] backstop in closeNextSlice(all: backstop)
+    }
 
-    private func closeNextSlice() {
-        let end = min(closeQueueStart + Self.closeSlice, closeQueue.count)
+    private func closeNextSlice(all: Bool) {
+        let end = all ? closeQueue.count : min(closeQueueStart + Self.closeSlice, closeQueue.count)
         let closing = closeQueue[closeQueueStart..<end]
         closeQueueStart = end
         if closeQueueStart == closeQueue.count {
@@ -147,8 +152,9 @@ final class ServerCore: @unchecked Sendable {
         for connection in closing { connection.closeFromQueue() }
     }
 
-    /// Closes `connection` once no timer is due and no socket is ready (`LoopPriority.housekeeping`): every
-    /// timer that expired with this one, or while closes were waiting, fires (and sends) first.
+    /// Closes `connection` once no timer is due and no socket is ready (`LoopPriority.housekeeping`), or after
+    /// `closeMaxWaitMilliseconds`: every timer that expired with this one, or while closes were waiting, fires
+    /// (and sends) first.
     func closeSoon(_ connection: Connection) {
         closeQueue.append(connection)
         closeTask.schedule()
@@ -186,7 +192,7 @@ final class ServerCore: @unchecked Sendable {
     @discardableResult
     func record(_ entry: consuming JournalEntry) -> Int {
         let finished = entry.outcome != .pending
-        let sequence = journal.record(entry)
+        let sequence = journal.record(consume entry)
         if let journalFile, let stored = journal.entry(sequence) { journalFile.recorded(stored) }
         if let requestLog, finished, let stored = journal.entry(sequence) { requestLog.finished(stored) }
         notifyJournalObservers()

@@ -60,3 +60,43 @@ def test_a_thousand_one_second_delays_are_answered_on_time(start_faultline, writ
     durations = [entry["response"]["durationMs"] for entry in entries]
     assert min(durations) >= 1000, f"a response came before its delay: {min(durations)} ms"
     assert max(durations) < 1250, f"slowest response {max(durations)} ms"
+
+
+BUSY = {"name": "busy", "routes": [
+    # 4,000 bytes, one every millisecond: each connection wants 1,000 timer callbacks a second for 4 s.
+    {"id": "drip", "match": {"path": "/drip"},
+     "responses": [{"text": "x" * 4000, "chunked": {"size": 1, "intervalMs": 1}}]},
+    {"id": "plain", "match": {"path": "/plain"}, "responses": [{"text": "ok"}]},
+]}
+
+
+def test_closing_is_not_starved_by_a_loop_that_never_goes_quiet(start_faultline, write_scenario):
+    # 200 dripping connections ask for 200,000 timer callbacks a second, more than the loop can run: it never
+    # goes quiet. Closing a finished connection runs below timers and sockets (so a burst of expiring delays is
+    # all sent first), but a backstop closes it within 250 ms anyway, long before the drips end.
+    server = start_faultline(write_scenario(BUSY))
+    drips = open_clients(server.port, 200, "/drip")
+    try:
+        assert server.wait(200, route="drip", timeout_ms=20000)["satisfied"]
+        client = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        started = time.monotonic()
+        client.sendall(b"GET /plain HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        data = b""
+        answered = None
+        while True:
+            chunk = client.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+            if answered is None and data.endswith(b"ok"):
+                answered = time.monotonic() - started
+        closed = time.monotonic() - started
+        client.close()
+        assert answered is not None, data
+        assert answered < 1.0, f"the request waited {answered:.3f} s behind the drips"
+        assert closed < 1.5, f"FIN came {closed:.3f} s after the request"
+        running = server.journal(route="drip", completed="false", limit=200)
+        assert len(running) == 200, "the drips must still be running when the FIN arrives"
+    finally:
+        for client in drips:
+            client.close()

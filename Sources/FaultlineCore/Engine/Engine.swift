@@ -143,17 +143,12 @@ public final class Engine {
         let input = MatchInput(request: request)
         var extraHeaders: [(name: String, value: String)] = []
         var notes: [String] = []
-        var decision: Decision
-        if let answered = policyDecision(
-            input, requestID: requestID, client: client, now: now, extraHeaders: &extraHeaders, notes: &notes) {
-            decision = answered
-        } else {
-            decision = match(input, requestID: requestID, now: now, extraHeaders: extraHeaders, notes: &notes)
-        }
+        var decision = policyDecision(
+            input, requestID: requestID, client: client, now: now, extraHeaders: &extraHeaders, notes: &notes)
+            ?? match(input, requestID: requestID, now: now, extraHeaders: extraHeaders, notes: &notes)
         decision.notes = notes
         // A scenario's connection policy applies to the responses of its own routes only.
-        let policy = decision.scenarioIndex.flatMap { scenarios[$0].connections }
-        if let policy, decision.plan.keepAlive {
+        if let index = decision.scenarioIndex, let policy = scenarios[index].connections, decision.plan.keepAlive {
             if let limit = policy.maxRequests, connectionRequestIndex + 1 >= limit {
                 // Deliberately unannounced: no `Connection: close` on this response, just a FIN after it.
                 decision.plan.actions.append(.close)

@@ -101,8 +101,8 @@ public struct HTTPRequestHead: Sendable, Equatable {
     /// Whether the connection may stay open after this exchange, from the client's side (RFC 9112 §9.3):
     /// HTTP/1.1 unless `Connection: close`; HTTP/1.0 only with `Connection: keep-alive`.
     public var clientWantsKeepAlive: Bool {
+        guard headers.contains("connection") else { return version.major == 1 && version.minor != 0 }
         let values = headers.values("connection")
-        if values.isEmpty { return version.major == 1 && version.minor != 0 }
         let tokens = values
             .flatMap { $0.split(separator: ",") }
             .map { $0.trimmingWhitespace().lowercased() }
