@@ -3,7 +3,7 @@
 SWIFT ?= swift
 PORT ?= 8080
 
-.PHONY: deps build release install serve test test-swift test-python bench soak fuzz fuzz-ci clean
+.PHONY: deps build release install serve test test-swift test-python bench hotpath soak fuzz fuzz-ci clean
 
 deps:
 	@scripts/ensure-deps.sh build
@@ -38,6 +38,11 @@ bench:
 	$(SWIFT) build -c release --product faultline
 	scripts/bench.sh
 	python3 scripts/bench_timing.py
+
+# Instructions per request on the request path, counted by callgrind: steady where requests/s are noisy.
+hotpath:
+	@scripts/ensure-deps.sh hotpath
+	scripts/hotpath.sh
 
 # A mixed load with every fault for SOAK_SECONDS (default 180) against a release build; fails unless the journal
 # counted every request exactly, descriptors return to their baseline and RSS stays flat. Not part of `make test`

@@ -2,7 +2,7 @@
 # Installs what building and testing Faultline needs on Debian, only when it is missing:
 #   libevent-dev (the server), curl (live tests), Python's requests + pytest + jsonschema (client and schema tests)
 #   and schemathesis (tests/python/test_openapi.py fuzzes the admin API against docs/openapi.json).
-# Usage: scripts/ensure-deps.sh [build|test|bench]
+# Usage: scripts/ensure-deps.sh [build|test|bench|hotpath]
 set -euo pipefail
 need="${1:-build}"
 sudo=""
@@ -16,6 +16,9 @@ fi
 if [ "$need" = bench ]; then
     command -v wrk >/dev/null || apt_packages+=(wrk)
     command -v nginx >/dev/null || apt_packages+=(nginx-light)
+fi
+if [ "$need" = hotpath ]; then
+    command -v valgrind >/dev/null || apt_packages+=(valgrind)
 fi
 if [ "${#apt_packages[@]}" -gt 0 ]; then
     echo "ensure-deps: installing ${apt_packages[*]}" >&2
