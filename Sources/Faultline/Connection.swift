@@ -535,8 +535,8 @@ final class Connection {
         // The client said this was its last request: a plain close sends FIN after our bytes, and there is
         // nothing a lingering close would protect. The close (FIN, socket teardown: as costly as the send) waits
         // in the server's close queue until no timer or socket is ready (at most 250 ms), so a burst of delays
-        // expiring together sends every response before closing any connection. Input that arrives meanwhile is read and dropped, as in any
-        // lingering close; `closeFromQueue` looks for input the kernel still holds.
+        // expiring together sends every response before closing any connection. Input that arrives meanwhile is
+        // read and dropped, as in any lingering close; `closeFromQueue` looks for input the kernel still holds.
         if clientSaidClose && awaitingDrain.isEmpty && pendingOutput == 0 && parser.bufferedByteCount == 0 {
             headerTimer?.cancel()
             headerTimer = nil

@@ -129,8 +129,8 @@ final class EventLoop: @unchecked Sendable {
 /// costs about as much as the send). A `TurnEndAction` has a backstop, so housekeeping runs under a load that
 /// never lets the loop go quiet.
 enum LoopPriority {
-    /// Timers, sockets, signals and posted work: libevent gives every new event the middle of 3 levels. (The
-    /// top level is unused.)
+    /// Timers, sockets, signals and posted work: libevent gives every new event the middle of 3 levels, so only
+    /// the housekeeping backstop sets it explicitly. (The top level is unused.)
     static let normal: Int32 = 1
     static let housekeeping: Int32 = 2
     static let count: Int32 = 3
@@ -199,6 +199,7 @@ final class TurnEndAction {
         backstopEvent = event_new(loop.base, -1, 0, { _, _, context in
             Unmanaged<TurnEndAction>.fromOpaque(context!).takeUnretainedValue().run(backstop: true)
         }, context)
+        event_priority_set(backstopEvent, LoopPriority.normal)
     }
 
     /// False once closed.
