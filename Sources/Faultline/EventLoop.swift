@@ -176,21 +176,28 @@ final class LoopTimer {
 
 /// A closure that runs once the loop has nothing more urgent to do (`LoopPriority.housekeeping`): at the end of
 /// the current turn, after the events already active, or later while timers and sockets keep the loop busy, but
-/// never later than `maxWaitMilliseconds` after it was scheduled (a backstop timer at the normal level then runs
-/// it, with `backstop` true). Scheduling again before it ran changes nothing; scheduling from inside the action
-/// runs it again on a later turn, after whatever became ready meanwhile, which lets a long job go in slices.
+/// never later than `maxWaitMilliseconds` after it was scheduled: a backstop timer at the normal level then runs
+/// it. Scheduling again before it ran changes nothing; scheduling from inside the action runs it again on a later
+/// turn, after whatever became ready meanwhile, which lets a long job go in slices. A job the backstop had to
+/// start, and that is still busy, gets its next slice within `starvedIntervalMilliseconds`: steady progress in
+/// small steps, not one long stall for whatever timers fall due meanwhile.
 /// Loop thread only; `close()` frees the events (call it while the event base exists, when the server stops).
 final class TurnEndAction {
     private var event: OpaquePointer?
     private var backstopEvent: OpaquePointer?
     private let maxWait: timeval
+    private let starvedInterval: timeval
     private var scheduled = false
     private var running = false
-    private let action: (_ backstop: Bool) -> Void
+    /// Whether the backstop started the current run.
+    private var starved = false
+    private let action: () -> Void
 
-    init(loop: EventLoop, maxWaitMilliseconds: Int, _ action: @escaping (_ backstop: Bool) -> Void) {
+    init(loop: EventLoop, maxWaitMilliseconds: Int, starvedIntervalMilliseconds: Int? = nil,
+         _ action: @escaping () -> Void) {
         self.action = action
-        maxWait = timeval(tv_sec: maxWaitMilliseconds / 1000, tv_usec: (maxWaitMilliseconds % 1000) * 1000)
+        maxWait = Self.timeval(milliseconds: maxWaitMilliseconds)
+        starvedInterval = Self.timeval(milliseconds: starvedIntervalMilliseconds ?? maxWaitMilliseconds)
         let context = Unmanaged.passUnretained(self).toOpaque()
         event = event_new(loop.base, -1, 0, { _, _, context in
             Unmanaged<TurnEndAction>.fromOpaque(context!).takeUnretainedValue().run(backstop: false)
@@ -202,6 +209,10 @@ final class TurnEndAction {
         event_priority_set(backstopEvent, LoopPriority.normal)
     }
 
+    private static func timeval(milliseconds: Int) -> Glibc.timeval {
+        Glibc.timeval(tv_sec: milliseconds / 1000, tv_usec: (milliseconds % 1000) * 1000)
+    }
+
     /// False once closed.
     var isOpen: Bool { event != nil }
 
@@ -211,12 +222,12 @@ final class TurnEndAction {
         if running {
             // Activated now, it would run again in this very pass over the active events; a zero timeout
             // makes it wait for the next turn.
-            var now = timeval(tv_sec: 0, tv_usec: 0)
+            var now = Glibc.timeval(tv_sec: 0, tv_usec: 0)
             event_add(event, &now)
         } else {
             event_active(event, 0, 0)
         }
-        var wait = maxWait
+        var wait = running && starved ? starvedInterval : maxWait
         event_add(backstopEvent, &wait)
     }
 
@@ -227,7 +238,8 @@ final class TurnEndAction {
         if let event { event_del(event) }
         if let backstopEvent { event_del(backstopEvent) }
         running = true
-        action(backstop)
+        starved = backstop
+        action()
         running = false
     }
 

@@ -25,7 +25,7 @@ final class RequestLog {
         // Colour only for a person watching a terminal (and never when NO_COLOR is set).
         colour = format == .text && isatty(STDERR_FILENO) == 1 && getenv("NO_COLOR") == nil
         // Under a load that never lets the loop go quiet, lines are written at least every 100 ms.
-        flushTask = TurnEndAction(loop: loop, maxWaitMilliseconds: 100) { [unowned self] _ in flush() }
+        flushTask = TurnEndAction(loop: loop, maxWaitMilliseconds: 100) { [unowned self] in flush() }
     }
 
     deinit { flush() }

@@ -132,15 +132,16 @@ final class ServerCore: @unchecked Sendable {
     /// Closes per slice: a close costs about as much as a send, so a long queue is worked off in slices, and
     /// timers and sockets that become ready meanwhile go between slices instead of waiting for the whole queue.
     private static let closeSlice = 64
-    /// When timers and sockets keep the loop busy for this long, the queue is closed in one go: a burst of
-    /// expiring delays is over long before, and a flood of one-request connections cannot pile up descriptors.
+    /// When timers and sockets keep the loop busy for this long (a burst of expiring delays is over long before),
+    /// the queue moves on anyway, a slice every 5 ms while the loop stays busy: a flood of one-request
+    /// connections cannot pile up descriptors, and no timer waits behind more than one slice.
     private static let closeMaxWaitMilliseconds = 250
-    private lazy var closeTask = TurnEndAction(loop: loop, maxWaitMilliseconds: Self.closeMaxWaitMilliseconds) {
-        [unowned self] backstop in closeNextSlice(all: backstop)
-    }
+    private lazy var closeTask = TurnEndAction(
+        loop: loop, maxWaitMilliseconds: Self.closeMaxWaitMilliseconds, starvedIntervalMilliseconds: 5
+    ) { [unowned self] in closeNextSlice() }
 
-    private func closeNextSlice(all: Bool) {
-        let end = all ? closeQueue.count : min(closeQueueStart + Self.closeSlice, closeQueue.count)
+    private func closeNextSlice() {
+        let end = min(closeQueueStart + Self.closeSlice, closeQueue.count)
         let closing = closeQueue[closeQueueStart..<end]
         closeQueueStart = end
         if closeQueueStart == closeQueue.count {
