@@ -142,7 +142,7 @@ extension Engine {
                 ]))
                 for field in headers { response.headers.append(name: field.name, value: field.value) }
                 // Journaled under a route of its own, so `route=rate-limit:ID` finds every limited request.
-                var decision = Decision(
+                let decision = Decision(
                     scenario: nil, route: "rate-limit:\(scoped.rule.id)", step: nil, unmatched: nil,
                     plan: ResponsePlan.simple(for: request, response: response))
                 decision.notes = notes
@@ -176,7 +176,7 @@ extension Engine {
         var context = TemplateContext(pathParameters: [:], input: input, requestID: requestID, resourceID: { 0 })
         var random = SeededRandom(seed: UInt64(requestID))
         let plan = ResponsePlanner.plan(PreparedStep(step), for: request, context: &context, random: &random)
-        var decision = Decision(scenario: nil, route: nil, step: nil, unmatched: nil, plan: plan)
+        let decision = Decision(scenario: nil, route: nil, step: nil, unmatched: nil, plan: plan)
         decision.completion = ExchangeCompletion(generation: generation, refresh: true)
         decision.route = "auth:token"
         return decision

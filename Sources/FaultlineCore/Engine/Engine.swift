@@ -1,5 +1,7 @@
 /// The decision for one request: which route and step took it (if any) and the plan to put on the wire.
-public struct Decision: Sendable {
+/// A class: it is built once per request, changed in place while the engine decides, and read by the server;
+/// as a 300-byte struct it was copied twice per request, a retain per field each time.
+public final class Decision {
     public var scenario: String?
     /// The matched scenario's version (`Engine.version(of:)`): which edit of the file served the request.
     public var scenarioVersion: Int?
@@ -17,6 +19,14 @@ public struct Decision: Sendable {
     public var notes: [String] = []
     /// Tell the engine when the exchange ends (`Engine.finish`).
     public var completion: ExchangeCompletion?
+
+    init(scenario: String?, route: String?, step: Int?, unmatched: UnmatchedInfo?, plan: ResponsePlan) {
+        self.scenario = scenario
+        self.route = route
+        self.step = step
+        self.unmatched = unmatched
+        self.plan = plan
+    }
 }
 
 /// What the 404 for an unmatched request says about the nearest route.
@@ -143,7 +153,7 @@ public final class Engine {
         let input = MatchInput(request: request)
         var extraHeaders: [(name: String, value: String)] = []
         var notes: [String] = []
-        var decision = policyDecision(
+        let decision = policyDecision(
             input, requestID: requestID, client: client, now: now, extraHeaders: &extraHeaders, notes: &notes)
             ?? match(input, requestID: requestID, now: now, extraHeaders: extraHeaders, notes: &notes)
         decision.notes = notes
@@ -228,7 +238,7 @@ public final class Engine {
             var context = templateContext(input, parameters, requestID: requestID)
             let plan = ResponsePlanner.plan(
                 PreparedStep(step), for: input.request, context: &context, random: &randoms[loaded.scenarioIndex])
-            var decision = routeDecision(loaded, step: nil, plan: plan)
+            let decision = routeDecision(loaded, step: nil, plan: plan)
             decision.chaos = true
             if case .status = chaos.outcomes[pick] { decision.plan.fault = chaos.outcomes[pick].description }
             return decision
@@ -262,7 +272,7 @@ public final class Engine {
                 extraHeaders: extraHeaders, keepResponse: idempotencyKey != nil)
         }
         if !prepared.step.effects.isEmpty { apply(prepared.step.effects, now: now) }
-        var decision = routeDecision(loaded, step: stepIndex, plan: plan)
+        let decision = routeDecision(loaded, step: stepIndex, plan: plan)
         if let retryAfter = prepared.retryAfter,
            let wait = RetryAfterTracker.waitMilliseconds(retryAfter: retryAfter, wallSeconds: now.wallSeconds) {
             policy.retryAfter.advertised(
@@ -310,7 +320,7 @@ public final class Engine {
 
     /// A decision taken by `loaded`'s route; the one place that ties it to its scenario.
     private func routeDecision(_ loaded: LoadedRoute, step: Int?, plan: ResponsePlan) -> Decision {
-        var decision = Decision(
+        let decision = Decision(
             scenario: loaded.scenario.name, route: loaded.id, step: step, unmatched: nil, plan: plan)
         decision.scenarioIndex = loaded.scenarioIndex
         decision.scenarioVersion = versions[loaded.scenarioIndex]
