@@ -74,8 +74,12 @@ public struct HTTPRequestHead: Sendable, Equatable {
     public var path: String {
         // Origin-form, the usual case: up to `?`, found byte-wise (no grapheme breaking on the hot path).
         if target.utf8.first == UInt8(ascii: "/") {
-            guard let q = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return target }
-            return String(target[..<q])
+            // Over the contiguous bytes when there are some (always, for a parsed target): a plain loop, not the
+            // generic UTF8View search.
+            let question = target.utf8.withContiguousStorageIfAvailable { $0.firstIndex(of: UInt8(ascii: "?")) }
+                ?? target.utf8.firstIndex(of: UInt8(ascii: "?")).map { target.utf8.distance(from: target.startIndex, to: $0) }
+            guard let question else { return target }
+            return String(target[..<target.utf8.index(target.startIndex, offsetBy: question)])
         }
         var rest = Substring(target)
         // Absolute-form (RFC 9112 §3.2.2): drop "scheme://authority".
