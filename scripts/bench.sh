@@ -2,15 +2,16 @@
 # Throughput and p99 latency: wrk against Faultline and against nginx (one worker) in the same run, both
 # returning the same small JSON body on loopback. Faultline runs with its journal on (the default).
 # Results are printed as a table and written to bench-results/bench.txt.
-# The two servers take turns for ROUNDS rounds (nginx, Faultline, nginx, ...) and the table shows each one's
-# median round: on a shared 2-core machine a single pair of runs can differ by 20 % either way.
-#   DURATION=10s CONNECTIONS=50 THREADS=1 ROUNDS=3 scripts/bench.sh
+# The two servers take turns for ROUNDS rounds (nginx, Faultline, nginx, ...): on a shared 2-core machine a
+# single run can differ by 20 % either way. The table shows each one's median round; the ratio is the median of
+# the rounds' ratios, each from two runs back to back, so a slow stretch of the machine weighs on both sides.
+#   DURATION=10s CONNECTIONS=50 THREADS=1 ROUNDS=5 scripts/bench.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration="${DURATION:-10s}"
 connections="${CONNECTIONS:-50}"
 threads="${THREADS:-1}"
-rounds="${ROUNDS:-3}"
+rounds="${ROUNDS:-5}"
 binary=".build/release/faultline"
 work="$(mktemp -d)"
 out_dir="bench-results"
@@ -93,10 +94,10 @@ nginx_rps=$(rps "$nginx_median"); faultline_rps=$(rps "$faultline_median")
 nginx_p99=$(p99 "$nginx_median"); faultline_p99=$(p99 "$faultline_median")
 all_rounds() { for round in $(seq 1 "$rounds"); do printf '%s ' "$(rps "$work/$1.$round.txt")"; done; }
 journal=$(curl -s "http://127.0.0.1:$faultline_port/__faultline/requests/count")
-ratio=$(python3 -c "print(round($faultline_rps / $nginx_rps, 3))")
 round_ratios=$(for round in $(seq 1 "$rounds"); do
     python3 -c "print(round($(rps "$work/faultline.$round.txt") / $(rps "$work/nginx.$round.txt"), 3), end=' ')"
 done)
+ratio=$(python3 -c "import statistics, sys; print(statistics.median(float(r) for r in sys.argv[1:]))" $round_ratios)
 
 {
     echo "benchmark: wrk -t$threads -c$connections -d$duration, GET /item (${#body}-byte JSON), loopback, $(nproc) cores, median of $rounds rounds"
@@ -104,7 +105,7 @@ done)
     printf '%-12s %14s %10s\n' server "requests/s" "p99 ms"
     printf '%-12s %14s %10s\n' nginx "$nginx_rps" "$nginx_p99"
     printf '%-12s %14s %10s\n' faultline "$faultline_rps" "$faultline_p99"
-    echo "throughput ratio faultline/nginx: $ratio"
+    echo "throughput ratio faultline/nginx (median of the rounds' ratios): $ratio"
     echo "rounds, requests/s: nginx $(all_rounds nginx)| faultline $(all_rounds faultline)| ratio per round $round_ratios"
     echo "faultline journal after the run: $journal"
     for round in $(seq 1 "$rounds"); do

@@ -269,8 +269,8 @@ public struct HTTPRequestParser: Sendable {
 
     /// Completes the current request and resets for the next one, whose bytes may already be buffered.
     private mutating func finishRequest(body: [UInt8]) -> HTTPRequest {
-        guard let head else { preconditionFailure("request finished without a head") }
-        self.head = nil
+        // Moved out, not copied: the parser keeps no head between requests.
+        guard let head = self.head.take() else { preconditionFailure("request finished without a head") }
         state = .requestLine
         lineStart = readIndex
         scanIndex = readIndex

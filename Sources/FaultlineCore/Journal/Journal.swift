@@ -61,7 +61,16 @@ public struct Journal: Sendable {
     public private(set) var totalMalformed = 0
     public private(set) var totalUnmatched = 0
     /// Requests recorded per route id since start, exact regardless of eviction.
-    public private(set) var perRoute: [String: Int] = [:]
+    public var perRoute: [String: Int] {
+        var counts = earlierRoutes
+        if let currentRoute { counts[currentRoute, default: 0] += currentRouteCount }
+        return counts
+    }
+    /// `perRoute` in two parts: the run of consecutive requests to one route is counted without hashing its id
+    /// (the common case under load), and folded into the dictionary when another route comes.
+    private var earlierRoutes: [String: Int] = [:]
+    private var currentRoute: String?
+    private var currentRouteCount = 0
 
     public init(capacity: Int = 10_000, maxBodyBytes: Int = 64 * 1024) {
         self.capacity = max(capacity, 1)
@@ -86,7 +95,15 @@ public struct Journal: Sendable {
         if entry.body.count > maxBodyBytes { entry.body = Array(entry.body.prefix(maxBodyBytes)) }
         if ring.isEmpty { firstSequence = sequence }
         if entry.malformed != nil { totalMalformed += 1 }
-        if let route = entry.route { perRoute[route, default: 0] += 1 }
+        if let route = entry.route {
+            if route == currentRoute {
+                currentRouteCount += 1
+            } else {
+                if let currentRoute { earlierRoutes[currentRoute, default: 0] += currentRouteCount }
+                currentRoute = route
+                currentRouteCount = 1
+            }
+        }
         if entry.unmatched != nil { totalUnmatched += 1 }
         totalRecorded += 1
         if ring.count < capacity {
