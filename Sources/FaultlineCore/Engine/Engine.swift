@@ -212,8 +212,8 @@ public final class Engine {
             notes.append(Self.describe(seen))
         }
         var idempotencyKey: String?
-        if let config = loaded.idempotency,
-           let answer = idempotencyGate(config, routeID: loaded.id, input, key: &idempotencyKey, now: now, notes: &notes) {
+        if let config = loaded.idempotency, let answer = idempotencyGate(
+            config, routeID: loaded.id, input, key: &idempotencyKey, now: now, notes: &notes) {
             return routeDecision(loaded, step: nil, plan: answer)
         }
         let key = CursorKey(route: index, partition: partitionValue)
@@ -300,7 +300,8 @@ public final class Engine {
                 policy.idempotency[loaded.id]?.complete(
                     scope: loaded.id, key: idempotencyKey, response: stored, nowMilliseconds: now.monotonicMilliseconds)
             } else {
-                decision.completion = ExchangeCompletion(generation: generation, idempotency: (loaded.id, idempotencyKey, stored))
+                decision.completion = ExchangeCompletion(
+                    generation: generation, idempotency: (loaded.id, idempotencyKey, stored))
             }
             decision.plan.response = nil
         }
@@ -308,7 +309,9 @@ public final class Engine {
     }
 
     /// The values `{{…}}` placeholders read. Built only for a step that renders something.
-    private func templateContext(_ input: MatchInput, _ parameters: [String: String], requestID: Int) -> TemplateContext {
+    private func templateContext(
+        _ input: MatchInput, _ parameters: [String: String], requestID: Int
+    ) -> TemplateContext {
         var context = TemplateContext(
             pathParameters: parameters, input: input, requestID: requestID, resourceID: { [unowned self] in
                 defer { self.nextResourceID += 1 }

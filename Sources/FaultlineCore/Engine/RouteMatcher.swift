@@ -13,8 +13,10 @@ public final class MatchInput {
     public private(set) lazy var path: String = request.path
 
     /// Whether the path has no percent-escapes, so that it reads the same decoded.
-    public private(set) lazy var pathIsPlain: Bool = !(
-        path.utf8.withContiguousStorageIfAvailable { $0.contains(UInt8(ascii: "%")) } ?? path.utf8.contains(UInt8(ascii: "%")))
+    public private(set) lazy var pathIsPlain: Bool = {
+        let percent = UInt8(ascii: "%")
+        return !(path.utf8.withContiguousStorageIfAvailable { $0.contains(percent) } ?? path.utf8.contains(percent))
+    }()
 
     /// Percent-decoded path segments, without the leading empty one.
     public private(set) lazy var pathSegments: [String] = {

@@ -76,8 +76,9 @@ public struct HTTPRequestHead: Sendable, Equatable {
         if target.utf8.first == UInt8(ascii: "/") {
             // Over the contiguous bytes when there are some (always, for a parsed target): a plain loop, not the
             // generic UTF8View search.
-            let question = target.utf8.withContiguousStorageIfAvailable { $0.firstIndex(of: UInt8(ascii: "?")) }
-                ?? target.utf8.firstIndex(of: UInt8(ascii: "?")).map { target.utf8.distance(from: target.startIndex, to: $0) }
+            let mark = UInt8(ascii: "?")
+            let question = target.utf8.withContiguousStorageIfAvailable { $0.firstIndex(of: mark) }
+                ?? target.utf8.firstIndex(of: mark).map { target.utf8.distance(from: target.startIndex, to: $0) }
             guard let question else { return target }
             return String(target[..<target.utf8.index(target.startIndex, offsetBy: question)])
         }
