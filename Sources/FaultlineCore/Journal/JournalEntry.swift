@@ -26,7 +26,9 @@ public enum ExchangeOutcome: String, Sendable, Equatable {
 /// the NDJSON file or a query copies a reference, not 350 bytes and a retain per string (the request path did
 /// several such copies per request). A change to a shared entry copies the storage first.
 public struct JournalEntry: Sendable {
-    private final class Storage: @unchecked Sendable {
+    /// The stored fields. `Storage` holds one value of it, so copying the storage copies this value: a field
+    /// added here is carried along without a list to keep in step.
+    private struct Fields {
         var sequence: Int = 0
         var receivedAtWall: Double
         var receivedAtMonotonicNanos: UInt64
@@ -50,44 +52,11 @@ public struct JournalEntry: Sendable {
         var bytesWritten: Int = 0
         var outcome: ExchangeOutcome = .pending
         var finishedAtMonotonicNanos: UInt64? = nil
+    }
 
-        init(
-            sequence: Int, receivedAtWall: Double, receivedAtMonotonicNanos: UInt64, connectionID: Int,
-            indexOnConnection: Int, clientAddress: String, head: HTTPRequestHead?, rawRequestLine: String?,
-            body: [UInt8], bodySize: Int, malformed: String?
-        ) {
-            self.sequence = sequence
-            self.receivedAtWall = receivedAtWall
-            self.receivedAtMonotonicNanos = receivedAtMonotonicNanos
-            self.connectionID = connectionID
-            self.indexOnConnection = indexOnConnection
-            self.clientAddress = clientAddress
-            self.head = head
-            self.rawRequestLine = rawRequestLine
-            self.body = body
-            self.bodySize = bodySize
-            self.malformed = malformed
-        }
-
-        func copy() -> Storage {
-            let copy = Storage(
-                sequence: sequence, receivedAtWall: receivedAtWall, receivedAtMonotonicNanos: receivedAtMonotonicNanos,
-                connectionID: connectionID, indexOnConnection: indexOnConnection, clientAddress: clientAddress,
-                head: head, rawRequestLine: rawRequestLine, body: body, bodySize: bodySize, malformed: malformed)
-            copy.scenario = scenario
-            copy.scenarioVersion = scenarioVersion
-            copy.route = route
-            copy.step = step
-            copy.unmatched = unmatched
-            copy.status = status
-            copy.fault = fault
-            copy.chaos = chaos
-            copy.notes = notes
-            copy.bytesWritten = bytesWritten
-            copy.outcome = outcome
-            copy.finishedAtMonotonicNanos = finishedAtMonotonicNanos
-            return copy
-        }
+    private final class Storage: @unchecked Sendable {
+        var fields: Fields
+        init(_ fields: Fields) { self.fields = fields }
     }
 
     private var storage: Storage
@@ -95,48 +64,48 @@ public struct JournalEntry: Sendable {
     /// The storage, copied first when another entry shares it.
     private var unique: Storage {
         mutating get {
-            if !isKnownUniquelyReferenced(&storage) { storage = storage.copy() }
+            if !isKnownUniquelyReferenced(&storage) { storage = Storage(storage.fields) }
             return storage
         }
     }
 
     public var sequence: Int {
-        get { storage.sequence }
-        set { unique.sequence = newValue }
+        get { storage.fields.sequence }
+        set { unique.fields.sequence = newValue }
     }
     /// Unix time in seconds.
     public var receivedAtWall: Double {
-        get { storage.receivedAtWall }
-        set { unique.receivedAtWall = newValue }
+        get { storage.fields.receivedAtWall }
+        set { unique.fields.receivedAtWall = newValue }
     }
     /// Monotonic clock, nanoseconds; differences between entries are exact.
     public var receivedAtMonotonicNanos: UInt64 {
-        get { storage.receivedAtMonotonicNanos }
-        set { unique.receivedAtMonotonicNanos = newValue }
+        get { storage.fields.receivedAtMonotonicNanos }
+        set { unique.fields.receivedAtMonotonicNanos = newValue }
     }
     public var connectionID: Int {
-        get { storage.connectionID }
-        set { unique.connectionID = newValue }
+        get { storage.fields.connectionID }
+        set { unique.fields.connectionID = newValue }
     }
     /// Zero for the first request on a connection; a reused connection has an index above zero.
     public var indexOnConnection: Int {
-        get { storage.indexOnConnection }
-        set { unique.indexOnConnection = newValue }
+        get { storage.fields.indexOnConnection }
+        set { unique.fields.indexOnConnection = newValue }
     }
     public var clientAddress: String {
-        get { storage.clientAddress }
-        set { unique.clientAddress = newValue }
+        get { storage.fields.clientAddress }
+        set { unique.fields.clientAddress = newValue }
     }
     /// Nil when the request line itself could not be parsed.
     public var head: HTTPRequestHead? {
-        get { storage.head }
-        set { unique.head = newValue }
+        get { storage.fields.head }
+        set { unique.fields.head = newValue }
     }
     /// What could be read of the request line when the request was malformed; nil for a well-formed
     /// request, whose line is rebuilt from `head` (so the hot path does not format a string per request).
     public var rawRequestLine: String? {
-        get { storage.rawRequestLine }
-        set { unique.rawRequestLine = newValue }
+        get { storage.fields.rawRequestLine }
+        set { unique.fields.rawRequestLine = newValue }
     }
 
     /// The request line as received (for malformed requests, what could be read of it).
@@ -147,70 +116,70 @@ public struct JournalEntry: Sendable {
     }
     /// The body, capped at the journal's body limit.
     public var body: [UInt8] {
-        get { storage.body }
-        set { unique.body = newValue }
+        get { storage.fields.body }
+        set { unique.fields.body = newValue }
     }
     /// The body's full size, even when `body` was capped.
     public var bodySize: Int {
-        get { storage.bodySize }
-        set { unique.bodySize = newValue }
+        get { storage.fields.bodySize }
+        set { unique.fields.bodySize = newValue }
     }
     /// Why the request was not valid HTTP; nil for a well-formed request.
     public var malformed: String? {
-        get { storage.malformed }
-        set { unique.malformed = newValue }
+        get { storage.fields.malformed }
+        set { unique.fields.malformed = newValue }
     }
     public var scenario: String? {
-        get { storage.scenario }
-        set { unique.scenario = newValue }
+        get { storage.fields.scenario }
+        set { unique.fields.scenario = newValue }
     }
     /// Which version of the scenario served the request (`Engine.versions`); it changes when a hot reload or an
     /// upload brings different content under the same name.
     public var scenarioVersion: Int? {
-        get { storage.scenarioVersion }
-        set { unique.scenarioVersion = newValue }
+        get { storage.fields.scenarioVersion }
+        set { unique.fields.scenarioVersion = newValue }
     }
     public var route: String? {
-        get { storage.route }
-        set { unique.route = newValue }
+        get { storage.fields.route }
+        set { unique.fields.route = newValue }
     }
     public var step: Int? {
-        get { storage.step }
-        set { unique.step = newValue }
+        get { storage.fields.step }
+        set { unique.fields.step = newValue }
     }
     public var unmatched: UnmatchedInfo? {
-        get { storage.unmatched }
-        set { unique.unmatched = newValue }
+        get { storage.fields.unmatched }
+        set { unique.fields.unmatched = newValue }
     }
     public var status: Int? {
-        get { storage.status }
-        set { unique.status = newValue }
+        get { storage.fields.status }
+        set { unique.fields.status = newValue }
     }
     public var fault: String? {
-        get { storage.fault }
-        set { unique.fault = newValue }
+        get { storage.fields.fault }
+        set { unique.fields.fault = newValue }
     }
     /// Whether the route's chaos failed this request (instead of its script).
     public var chaos: Bool {
-        get { storage.chaos }
-        set { unique.chaos = newValue }
+        get { storage.fields.chaos }
+        set { unique.fields.chaos = newValue }
     }
     /// What the policy layer did: auth checks, rate limits, idempotency, Retry-After judgements.
     public var notes: [String] {
-        get { storage.notes }
-        set { unique.notes = newValue }
+        get { storage.fields.notes }
+        set { unique.fields.notes = newValue }
     }
     public var bytesWritten: Int {
-        get { storage.bytesWritten }
-        set { unique.bytesWritten = newValue }
+        get { storage.fields.bytesWritten }
+        set { unique.fields.bytesWritten = newValue }
     }
     public var outcome: ExchangeOutcome {
-        get { storage.outcome }
-        set { unique.outcome = newValue }
+        get { storage.fields.outcome }
+        set { unique.fields.outcome = newValue }
     }
     public var finishedAtMonotonicNanos: UInt64? {
-        get { storage.finishedAtMonotonicNanos }
-        set { unique.finishedAtMonotonicNanos = newValue }
+        get { storage.fields.finishedAtMonotonicNanos }
+        set { unique.fields.finishedAtMonotonicNanos = newValue }
     }
 
     public var connectionReused: Bool { indexOnConnection > 0 }
@@ -222,10 +191,10 @@ public struct JournalEntry: Sendable {
         indexOnConnection: Int, clientAddress: String, head: HTTPRequestHead?, rawRequestLine: String? = nil,
         body: [UInt8] = [], bodySize: Int = 0, malformed: String? = nil
     ) {
-        storage = Storage(
+        storage = Storage(Fields(
             sequence: sequence, receivedAtWall: receivedAtWall, receivedAtMonotonicNanos: receivedAtMonotonicNanos,
             connectionID: connectionID, indexOnConnection: indexOnConnection, clientAddress: clientAddress, head: head,
-            rawRequestLine: rawRequestLine, body: body, bodySize: bodySize, malformed: malformed)
+            rawRequestLine: rawRequestLine, body: body, bodySize: bodySize, malformed: malformed))
     }
 }
 
