@@ -152,7 +152,7 @@ final class LoopTimer {
             timer.action = nil
             action?()
         }, Unmanaged.passUnretained(self).toOpaque())
-        var delay = timeval(tv_sec: milliseconds / 1000, tv_usec: (milliseconds % 1000) * 1000)
+        var delay = timeval(milliseconds: milliseconds)
         // Measure from now, not from the start of this loop turn: with the cached time, a timer added late in a
         // busy turn would fire early. Refreshing here costs a clock read per timer, not per event.
         event_base_update_cache_time(loop.base)
@@ -196,8 +196,8 @@ final class TurnEndAction {
     init(loop: EventLoop, maxWaitMilliseconds: Int, starvedIntervalMilliseconds: Int? = nil,
          _ action: @escaping () -> Void) {
         self.action = action
-        maxWait = Self.timeval(milliseconds: maxWaitMilliseconds)
-        starvedInterval = Self.timeval(milliseconds: starvedIntervalMilliseconds ?? maxWaitMilliseconds)
+        maxWait = timeval(milliseconds: maxWaitMilliseconds)
+        starvedInterval = timeval(milliseconds: starvedIntervalMilliseconds ?? maxWaitMilliseconds)
         let context = Unmanaged.passUnretained(self).toOpaque()
         event = event_new(loop.base, -1, 0, { _, _, context in
             Unmanaged<TurnEndAction>.fromOpaque(context!).takeUnretainedValue().run(backstop: false)
@@ -209,10 +209,6 @@ final class TurnEndAction {
         event_priority_set(backstopEvent, LoopPriority.normal)
     }
 
-    private static func timeval(milliseconds: Int) -> Glibc.timeval {
-        Glibc.timeval(tv_sec: milliseconds / 1000, tv_usec: (milliseconds % 1000) * 1000)
-    }
-
     /// False once closed.
     var isOpen: Bool { event != nil }
 
@@ -222,7 +218,7 @@ final class TurnEndAction {
         if running {
             // Activated now, it would run again in this very pass over the active events; a zero timeout
             // makes it wait for the next turn.
-            var now = Glibc.timeval(tv_sec: 0, tv_usec: 0)
+            var now = timeval(milliseconds: 0)
             event_add(event, &now)
         } else {
             event_active(event, 0, 0)
@@ -251,6 +247,13 @@ final class TurnEndAction {
     }
 
     deinit { close() }
+}
+
+extension timeval {
+    /// A libevent timeout of `milliseconds`.
+    init(milliseconds: Int) {
+        self.init(tv_sec: milliseconds / 1000, tv_usec: (milliseconds % 1000) * 1000)
+    }
 }
 
 /// Monotonic and wall clocks for journal times.
