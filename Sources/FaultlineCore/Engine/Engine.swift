@@ -267,7 +267,7 @@ public final class Engine {
             plan = cached
         } else {
             var context = templateContext(input, parameters, requestID: requestID)
-            plan = ResponsePlanner.plan(
+            plan = ResponsePlanner.renderedPlan(
                 prepared, for: input.request, context: &context, random: &randoms[loaded.scenarioIndex],
                 extraHeaders: extraHeaders, keepResponse: idempotencyKey != nil)
         }

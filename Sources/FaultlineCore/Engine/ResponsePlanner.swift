@@ -73,10 +73,18 @@ enum ResponsePlanner {
         _ prepared: PreparedStep, for request: HTTPRequest, context: inout TemplateContext,
         random: inout SeededRandom, extraHeaders: [(name: String, value: String)] = [], keepResponse: Bool = false
     ) -> ResponsePlan {
-        if let plan = cachedPlan(
-            prepared, for: request, random: &random, extraHeaders: extraHeaders, keepResponse: keepResponse) {
-            return plan
-        }
+        cachedPlan(prepared, for: request, random: &random, extraHeaders: extraHeaders, keepResponse: keepResponse)
+            ?? renderedPlan(
+                prepared, for: request, context: &context, random: &random, extraHeaders: extraHeaders,
+                keepResponse: keepResponse)
+    }
+
+    /// The plan built for this request: rendered, with faults, drips and extra headers. `plan` without the
+    /// fast path, for a caller that tried `cachedPlan` already.
+    static func renderedPlan(
+        _ prepared: PreparedStep, for request: HTTPRequest, context: inout TemplateContext,
+        random: inout SeededRandom, extraHeaders: [(name: String, value: String)], keepResponse: Bool
+    ) -> ResponsePlan {
         let step = prepared.step
         var actions: [WireAction] = []
         if let delay = step.delay {
