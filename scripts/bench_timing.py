@@ -65,6 +65,13 @@ def startup() -> float:
     return statistics.median(samples)
 
 
+def whole_response(data: bytes) -> bool:
+    """Whether `data` is exactly a complete response: its head and its Content-Length body."""
+    head, separator, body = data.partition(b"\r\n\r\n")
+    length = re.search(rb"(?i)content-length: *(\d+)", head)
+    return bool(separator and length and len(body) == int(length.group(1)))
+
+
 def delay_error():
     routes = [{"id": f"d{ms}", "match": {"path": f"/d/{ms}"}, "responses": [{"delayMs": ms, "text": "x"}]}
               for ms in range(10, 501, 10)]
@@ -95,7 +102,7 @@ def delay_error():
                     continue
                 data += chunk
                 key.data[2] = data
-                if data.endswith(b"\r\n\r\nx"):
+                if whole_response(data):
                     errors.append((time.monotonic() - sent) * 1000 - ms)
     finally:
         process.terminate()
@@ -148,9 +155,7 @@ def ten_thousand_delayed():
                     continue
                 data = received.get(client.fileno(), b"") + chunk
                 received[client.fileno()] = data
-                head, _, body = data.partition(b"\r\n\r\n")
-                length = re.search(rb"(?i)content-length: *(\d+)", head)
-                if length and len(body) == int(length.group(1)):
+                if whole_response(data):
                     latencies.append(time.monotonic() - sent[client.fileno()])
         # VmHWM is the high-water mark: read once at the end, not per select() round (that would steal the CPU
         # the server needs from this same 2-core machine while it answers).
