@@ -10,8 +10,8 @@ final class AdminAPI {
         target.utf8.starts(with: prefix.utf8)
     }
 
-    /// Hands a finished response plan to the connection, with an optional action for after it is sent.
-    typealias Reply = (ResponsePlan, (() -> Void)?) -> Void
+    /// Hands a finished response script to the exchange, with an optional action for after it is sent.
+    typealias Reply = (ResponseScript, (() -> Void)?) -> Void
 
     private unowned let core: ServerCore
     private var waiters: [Int: Waiter] = [:]
@@ -51,12 +51,12 @@ final class AdminAPI {
         ("GET", "/__faultline/openapi.json", "this API described in OpenAPI 3.1 (docs/openapi.json)"),
     ]
 
-    func handle(_ request: HTTPRequest, connection: Connection, reply: @escaping Reply) {
+    func handle(_ request: HTTPRequest, connectionID: Int, reply: @escaping Reply) {
         let path = String(request.path.dropFirst(Self.prefix.count))
         let query = PercentDecoding.queryParameters(request.query)
         func param(_ name: String) -> String? { query.first(where: { $0.name == name })?.value }
         func respond(_ status: Int, _ body: JSONValue, after: (() -> Void)? = nil) {
-            reply(ResponsePlan.simple(for: request, response: .json(status, body)), after)
+            reply(ResponseScript.simple(for: request, response: .json(status, body)), after)
         }
         let methods: [String]
         switch path {
@@ -79,7 +79,7 @@ final class AdminAPI {
                 ("allowed", .array(methods.map(JSONValue.string))),
             ]))
             response.headers.append(name: "Allow", value: methods.joined(separator: ", "))
-            reply(ResponsePlan.simple(for: request, response: response), nil)
+            reply(ResponseScript.simple(for: request, response: response), nil)
             return
         }
 
@@ -128,7 +128,7 @@ final class AdminAPI {
                 respond(400, .object([("error", .string("timeoutMs must be an integer between 0 and 600000"))]))
                 return
             }
-            wait(request, connection: connection, filter: filter, count: count, timeout: timeout, reply: reply)
+            wait(request, connectionID: connectionID, filter: filter, count: count, timeout: timeout, reply: reply)
         case ("GET", "scenarios"), ("HEAD", "scenarios"):
             respond(200, .object([("scenarios", .array(zip(core.engine.scenarios, core.engine.versions).map(Self.describe)))]))
         case ("POST", "scenarios"):
@@ -184,7 +184,7 @@ final class AdminAPI {
             let document = HTTPResponse(
                 status: 200, headers: HTTPHeaders([("Content-Type", "application/json")]),
                 body: Array(OpenAPISpec.json.utf8))
-            reply(ResponsePlan.simple(for: request, response: document), nil)
+            reply(ResponseScript.simple(for: request, response: document), nil)
         case ("POST", "shutdown"):
             respond(202, .object([("stopping", .bool(true))]), after: { [core] in core.stop() })
         default:
@@ -195,7 +195,7 @@ final class AdminAPI {
     // MARK: - Long-poll
 
     private func wait(
-        _ request: HTTPRequest, connection: Connection, filter: JournalFilter, count: Int, timeout: Int,
+        _ request: HTTPRequest, connectionID: Int, filter: JournalFilter, count: Int, timeout: Int,
         reply: @escaping Reply
     ) {
         if core.journal.count(filter) >= count {
@@ -209,7 +209,7 @@ final class AdminAPI {
             waiter.reply(Self.waitAnswer(waiter.request, core.journal, waiter.filter, waiter.count, satisfied: false), nil)
         }
         waiters[id] = Waiter(
-            connectionID: connection.id, filter: filter, count: count, request: request, timer: timer, reply: reply)
+            connectionID: connectionID, filter: filter, count: count, request: request, timer: timer, reply: reply)
     }
 
     /// Re-checks every long-poll after the journal changed.
@@ -236,9 +236,9 @@ final class AdminAPI {
     /// 200 either way; `satisfied` says whether the condition held, and the entries show what was seen.
     private static func waitAnswer(
         _ request: HTTPRequest, _ journal: Journal, _ filter: JournalFilter, _ count: Int, satisfied: Bool
-    ) -> ResponsePlan {
+    ) -> ResponseScript {
         let entries = journal.query(filter)
-        return ResponsePlan.simple(for: request, response: .json(200, .object([
+        return ResponseScript.simple(for: request, response: .json(200, .object([
             ("satisfied", .bool(satisfied)),
             ("wanted", .int(count)),
             ("count", .int(entries.count)),

@@ -14,12 +14,15 @@ final class ServerCore: @unchecked Sendable {
     let engine: Engine
     var journal: Journal
     private(set) lazy var admin = AdminAPI(core: self)
+    private(set) lazy var dispatcher = Dispatcher(core: self)
+    /// The HTTP/1.1 connection rules' limits and timings, from the configuration.
+    let http1Settings: HTTP1Settings
     private var listener: OpaquePointer?
     private var signalEvents: [OpaquePointer] = []
     private var connections: [Int: Connection] = [:]
     private var nextConnectionID = 1
-    /// Where connections copy bytes out of libevent before parsing; one per loop, reused by every read.
-    var readScratch = [UInt8](repeating: 0, count: 64 * 1024)
+    /// Where transports copy bytes out of the kernel before parsing; one per loop, reused by every read.
+    let readScratch = ScratchBuffer()
     private(set) var port = 0
     private(set) var isStopping = false
     let startedAtMonotonic = Clock.monotonicNanos()
@@ -48,6 +51,8 @@ final class ServerCore: @unchecked Sendable {
             scenarios: configuration.scenarios,
             now: EngineInstant(monotonicMilliseconds: Clock.monotonicNanos() / 1_000_000, wallSeconds: Clock.wallSeconds()))
         journal = Journal(capacity: configuration.journalCapacity, maxBodyBytes: configuration.journalBodyBytes)
+        http1Settings = HTTP1Settings(
+            parserLimits: configuration.parserLimits, headerTimeoutMilliseconds: configuration.headerTimeoutMilliseconds)
     }
 
     /// Binds and listens. Runs before the loop thread starts, so touching libevent here is safe.
@@ -122,11 +127,13 @@ final class ServerCore: @unchecked Sendable {
     private func accepted(fd: Int32, address: UnsafeMutablePointer<sockaddr>?, length: Int32) {
         let id = nextConnectionID
         nextConnectionID += 1
-        let connection = Connection(id: id, fd: fd, clientAddress: Self.describe(address), server: self)
+        let info = ConnectionInfo(id: id, clientAddress: Self.describe(address))
+        let transport = TCPTransport(fd: fd, peerAddress: info.clientAddress, loop: loop, scratch: readScratch)
+        let connection = Connection(info: info, transport: transport, server: self)
         connections[id] = connection
     }
 
-    /// Connections to close once nothing more urgent is ready (`Connection.linger`, `LoopPriority`).
+    /// Connections to close once nothing more urgent is ready (`HTTP1Connection.closeGracefully`, `LoopPriority`).
     private var closeQueue: [Connection] = []
     private var closeQueueStart = 0
     /// Closes per slice: a close costs about as much as a send, so a long queue is worked off in slices, and
@@ -296,7 +303,7 @@ final class ServerCore: @unchecked Sendable {
 
     private func cancelPendingResponses() {
         for connection in connections.values where connection.hasPendingScriptedResponse {
-            connection.teardown(outcomeForQueued: .cancelled)
+            connection.teardown(.cancelled)
         }
     }
 
@@ -317,7 +324,7 @@ final class ServerCore: @unchecked Sendable {
         signalEvents = []
         watcher?.stop()
         admin.stop()
-        for connection in Array(connections.values) { connection.teardown(outcomeForQueued: .cancelled) }
+        for connection in Array(connections.values) { connection.teardown(.cancelled) }
         closeQueue.removeAll()
         closeQueueStart = 0
         closeTask.close()

@@ -22,10 +22,9 @@ import Testing
     }
 
     /// The bytes a plan writes, concatenated, as text.
-    static func written(_ plan: ResponsePlan) -> String {
-        var bytes: [UInt8] = []
-        for case .write(let chunk) in plan.actions { bytes += chunk }
-        return String(decoding: bytes, as: UTF8.self)
+    /// What a script puts on an HTTP/1.1 wire, as text.
+    static func written(_ script: ResponseScript) -> String {
+        String(decoding: HTTP1Renderer.bytes(script), as: UTF8.self)
     }
 
     static func scenario(_ routes: [Route], seed: UInt64 = 1) -> Scenario {
@@ -37,7 +36,7 @@ import Testing
             id: "flaky", match: RouteMatch(methods: ["GET"], path: Self.path("/p")),
             responses: [ResponseStep(status: 503, times: 2), ResponseStep(status: 200)])
         let engine = Engine(scenarios: [Self.scenario([route])])
-        let statuses = (1...5).map { engine.decide(Self.request("GET", "/p"), requestID: $0).plan.status }
+        let statuses = (1...5).map { engine.decide(Self.request("GET", "/p"), requestID: $0).script.status }
         #expect(statuses == [503, 503, 200, 200, 200])
         let steps = (1...2).map { _ in engine.decide(Self.request("GET", "/p"), requestID: 0).step }
         #expect(steps == [1, 1])
@@ -70,10 +69,10 @@ import Testing
         let cycle = Route(id: "c", match: RouteMatch(path: Self.path("/c")), responses: steps, afterLast: .cycle)
         let fail = Route(id: "f", match: RouteMatch(path: Self.path("/f")), responses: steps, afterLast: .fail)
         let engine = Engine(scenarios: [Self.scenario([cycle, fail])])
-        #expect((1...5).map { engine.decide(Self.request("GET", "/c"), requestID: $0).plan.status } == [201, 202, 201, 202, 201])
-        #expect((1...3).map { engine.decide(Self.request("GET", "/f"), requestID: $0).plan.status } == [201, 202, 500])
+        #expect((1...5).map { engine.decide(Self.request("GET", "/c"), requestID: $0).script.status } == [201, 202, 201, 202, 201])
+        #expect((1...3).map { engine.decide(Self.request("GET", "/f"), requestID: $0).script.status } == [201, 202, 500])
         let exhausted = engine.decide(Self.request("GET", "/f"), requestID: 9)
-        #expect(Self.written(exhausted.plan).contains("script exhausted"))
+        #expect(Self.written(exhausted.script).contains("script exhausted"))
         #expect(exhausted.route == "f" && exhausted.step == nil)
     }
 
@@ -83,7 +82,7 @@ import Testing
             responses: [ResponseStep(status: 503), ResponseStep(status: 200)], sequenceBy: .header("X-Test-Case"))
         let engine = Engine(scenarios: [Self.scenario([route])])
         func status(_ testCase: String) -> Int? {
-            engine.decide(Self.request("GET", "/r", headers: [("X-Test-Case", testCase)]), requestID: 0).plan.status
+            engine.decide(Self.request("GET", "/r", headers: [("X-Test-Case", testCase)]), requestID: 0).script.status
         }
         #expect(status("a") == 503)
         #expect(status("b") == 503)
@@ -114,7 +113,7 @@ import Testing
         for (request, reason) in cases {
             let decision = engine.decide(request, requestID: 2)
             #expect(decision.route == nil)
-            #expect(decision.plan.status == 404)
+            #expect(decision.script.status == 404)
             #expect(decision.unmatched?.nearestRoute == "search")
             #expect(decision.unmatched?.reason.hasPrefix(reason) == true, "\(decision.unmatched?.reason ?? "nil")")
         }
@@ -131,7 +130,7 @@ import Testing
         #expect(engine.decide(Self.request("GET", "/files"), requestID: 1).route == "files")
         #expect(engine.decide(Self.request("GET", "/filesystem"), requestID: 1).route == nil)
         let named = engine.decide(Self.request("GET", "/names/J%C3%BCrgen%20K"), requestID: 1)
-        #expect(Self.written(named.plan).hasSuffix("hello Jürgen K"))
+        #expect(Self.written(named.script).hasSuffix("hello Jürgen K"))
         #expect(engine.decide(Self.request("GET", "/names/"), requestID: 1).route == nil)
     }
 
@@ -144,7 +143,7 @@ import Testing
         let decision = engine.decide(Self.request("DELETE", "/v1/orders/9"), requestID: 1)
         #expect(decision.unmatched?.nearestRoute == "order")
         #expect(decision.unmatched?.reason == "method DELETE is not GET")
-        let body = Self.written(decision.plan)
+        let body = Self.written(decision.script)
         #expect(body.hasPrefix("HTTP/1.1 404 Not Found\r\n"))
         #expect(body.contains("\"route\":\"order\""))
     }
@@ -160,10 +159,10 @@ import Testing
                     ("unknown", .string("{{nope}}")), ("n", .number("1.50")),
                 ])))])
         let engine = Engine(scenarios: [Self.scenario([route])])
-        let first = Self.written(engine.decide(Self.request("GET", "/t/42?q=a+b", headers: [("X-User", "ann")]), requestID: 17).plan)
+        let first = Self.written(engine.decide(Self.request("GET", "/t/42?q=a+b", headers: [("X-User", "ann")]), requestID: 17).script)
         #expect(first.contains("Location: /t/1\r\n"))
         #expect(first.hasSuffix(#"{"id":"42","q":"a b","who":"ann","request":"17","resource":"1","unknown":"{{nope}}","n":1.50}"#))
-        let second = Self.written(engine.decide(Self.request("GET", "/t/1"), requestID: 18).plan)
+        let second = Self.written(engine.decide(Self.request("GET", "/t/1"), requestID: 18).script)
         #expect(second.contains("Location: /t/2\r\n"))
         #expect(second.contains(#""who":"""#))
     }
@@ -177,8 +176,8 @@ import Testing
         func delays(seed: UInt64) -> [Int] {
             let engine = Engine(scenarios: [Self.scenario([route, uniform], seed: seed)])
             return (0..<50).map { i in
-                let plan = engine.decide(Self.request("GET", i % 2 == 0 ? "/s" : "/u"), requestID: i).plan
-                guard case .wait(let ms)? = plan.actions.first else { return 0 }
+                let plan = engine.decide(Self.request("GET", i % 2 == 0 ? "/s" : "/u"), requestID: i).script
+                guard case .wait(let ms)? = plan.steps.first else { return 0 }
                 return ms
             }
         }
@@ -196,15 +195,15 @@ import Testing
             Route(id: "c", match: RouteMatch(path: Self.path("/c")), responses: [ResponseStep(closeConnection: true)]),
         ]
         let engine = Engine(scenarios: [Self.scenario(routes)])
-        let plain = engine.decide(Self.request("GET", "/a"), requestID: 1).plan
+        let plain = engine.decide(Self.request("GET", "/a"), requestID: 1).script
         #expect(plain.keepAlive && !Self.written(plain).contains("Connection:"))
-        let old = engine.decide(Self.request("GET", "/a", version: .http1_0), requestID: 2).plan
-        #expect(!old.keepAlive && Self.written(old).contains("Connection: close\r\n") && old.actions.last == .close)
-        let oldKeep = engine.decide(Self.request("GET", "/a", headers: [("Connection", "keep-alive")], version: .http1_0), requestID: 3).plan
+        let old = engine.decide(Self.request("GET", "/a", version: .http1_0), requestID: 2).script
+        #expect(!old.keepAlive && Self.written(old).contains("Connection: close\r\n") && old.steps.last == .abortConnection(.close))
+        let oldKeep = engine.decide(Self.request("GET", "/a", headers: [("Connection", "keep-alive")], version: .http1_0), requestID: 3).script
         #expect(oldKeep.keepAlive && Self.written(oldKeep).contains("Connection: keep-alive\r\n"))
-        let closing = engine.decide(Self.request("GET", "/c"), requestID: 4).plan
+        let closing = engine.decide(Self.request("GET", "/c"), requestID: 4).script
         #expect(!closing.keepAlive && Self.written(closing).contains("Connection: close\r\n"))
-        let head = engine.decide(Self.request("HEAD", "/a"), requestID: 5).plan
+        let head = engine.decide(Self.request("HEAD", "/a"), requestID: 5).script
         #expect(Self.written(head).hasSuffix("Content-Type: text/plain; charset=utf-8\r\nContent-Length: 1\r\n\r\n"))
     }
 
@@ -212,31 +211,32 @@ import Testing
         let route = Route(
             id: "d", match: RouteMatch(path: Self.path("/d")),
             responses: [ResponseStep(body: .text("abcdefghij"), drip: DripSpec(size: 4, intervalMilliseconds: 25))])
-        let plan = Engine(scenarios: [Self.scenario([route])]).decide(Self.request("GET", "/d"), requestID: 1).plan
-        let shape = plan.actions.map { action -> String in
-            switch action {
-            case .write(let bytes): return bytes.count < 12 ? String(decoding: bytes, as: UTF8.self) : "head"
+        let plan = Engine(scenarios: [Self.scenario([route])]).decide(Self.request("GET", "/d"), requestID: 1).script
+        let shape = plan.steps.map { step -> String in
+            switch step {
+            case .head: return "head"
+            case .body(let bytes): return String(decoding: bytes, as: UTF8.self)
             case .wait(let ms): return "wait \(ms)"
-            default: return "\(action)"
+            default: return "\(step)"
             }
         }
-        #expect(shape == ["head", "abcd", "wait 25", "efgh", "wait 25", "ij"])
+        #expect(shape == ["head", "abcd", "wait 25", "efgh", "wait 25", "ij", "end"])
     }
 
-    @Test func faultPlansAreWireActions() {
-        func plan(_ fault: FaultName) -> ResponsePlan {
+    @Test func faultScriptsAreProtocolNeutralSteps() {
+        func plan(_ fault: FaultName) -> ResponseScript {
             let route = Route(
                 id: "f", match: RouteMatch(path: Self.path("/f")),
                 responses: [ResponseStep(body: .json(.object([("ok", .bool(true))])), fault: FaultSpec(fault))])
-            return Engine(scenarios: [Self.scenario([route])]).decide(Self.request("GET", "/f"), requestID: 1).plan
+            return Engine(scenarios: [Self.scenario([route])]).decide(Self.request("GET", "/f"), requestID: 1).script
         }
-        #expect(plan(.reset).actions == [.reset])
-        #expect(plan(.emptyReply).actions == [.close])
-        #expect(plan(.hang).actions == [.hang])
-        #expect(plan(.halfClose).actions == [.shutdownWrite, .hang])
+        #expect(plan(.reset).steps == [.abortConnection(.reset)])
+        #expect(plan(.emptyReply).steps == [.abortConnection(.close)])
+        #expect(plan(.hang).steps == [.hang])
+        #expect(plan(.halfClose).steps == [.abortConnection(.shutdownWrite), .hang])
         let truncated = plan(.truncateBody)
         #expect(Self.written(truncated).contains("Content-Length: 11\r\n") && Self.written(truncated).hasSuffix("\r\n\r\n{\"ok\""))
-        #expect(truncated.actions.last == .close && truncated.status == 200 && truncated.fault == "truncate-body")
+        #expect(truncated.steps.last == .abortExchange && truncated.status == 200 && truncated.fault == "truncate-body")
         #expect(plan(.reset).status == nil)
         #expect(Self.written(plan(.overlongBody)).contains("{\"ok\":true}FAULTLINE-OVERLONG"))
         #expect(Self.written(plan(.wrongContentType)).contains("Content-Type: text/html"))

@@ -20,9 +20,9 @@ import Testing
         #"{"name": "f", "routes": [{"id": "r", "match": {"path": "/r"}, "responses": [{"json": {"ok": true}, "fault": \#(fault)}]}]}"#
     }
 
-    static func plan(_ fault: String, version: HTTPVersion = .http1_1) throws -> ResponsePlan {
+    static func plan(_ fault: String, version: HTTPVersion = .http1_1) throws -> ResponseScript {
         let engine = Engine(scenarios: [try load(step(fault))])
-        return engine.decide(EngineTests.request("GET", "/r", version: version), requestID: 1).plan
+        return engine.decide(EngineTests.request("GET", "/r", version: version), requestID: 1).script
     }
 
     @Test func faultObjectsLoadWithTheirParameters() throws {
@@ -45,10 +45,10 @@ import Testing
     }
 
     @Test func halfCloseSendsItsPrefixThenShutsDownWriting() throws {
-        #expect(try Self.plan(#""half-close""#).actions == [.shutdownWrite, .hang])
+        #expect(try Self.plan(#""half-close""#).steps == [.abortConnection(.shutdownWrite), .hang])
         let headers = try Self.plan(#"{"type": "half-close", "after": "headers"}"#)
         #expect(EngineTests.written(headers).hasSuffix("Content-Length: 11\r\n\r\n"))
-        #expect(Array(headers.actions.suffix(2)) == [.shutdownWrite, .hang])
+        #expect(Array(headers.steps.suffix(2)) == [.abortConnection(.shutdownWrite), .hang])
         #expect(headers.status == 200)
         let body = try Self.plan(#"{"type": "half-close", "after": "body", "bytes": 4}"#)
         #expect(EngineTests.written(body).hasSuffix("\r\n\r\n{\"ok"))
@@ -59,7 +59,7 @@ import Testing
         #expect(EngineTests.written(try Self.plan(#"{"type": "overlong-body", "bytes": 5}"#)).hasSuffix("{\"ok\":true}FAULT"))
         let garbage = try Self.plan(#"{"type": "garbage", "bytes": 100}"#)
         #expect(EngineTests.written(garbage).utf8.count > 0 && garbage.status == nil)
-        if case .write(let bytes)? = garbage.actions.first { #expect(bytes.count == 100) } else { Issue.record("no write") }
+        if case .raw(let bytes)? = garbage.steps.first { #expect(bytes.count == 100) } else { Issue.record("no raw bytes") }
         let bad = EngineTests.written(try Self.plan(#""malformed-chunk""#))
         #expect(bad.contains("Transfer-Encoding: chunked\r\n") && bad.hasSuffix("\r\n\r\nzz\r\n{\"ok\":true}\r\n"))
         let noCRLF = EngineTests.written(try Self.plan(#"{"type": "malformed-chunk", "variant": "missing-crlf"}"#))
@@ -79,7 +79,7 @@ import Testing
         let engine = Engine(scenarios: [try load(json)])
         return (0..<count).map { i in
             let decision = engine.decide(EngineTests.request("GET", "/r"), requestID: i)
-            return "\(decision.plan.status.map(String.init) ?? "-")/\(decision.plan.fault ?? "")/\(decision.chaos)"
+            return "\(decision.script.status.map(String.init) ?? "-")/\(decision.script.fault ?? "")/\(decision.chaos)"
         }
     }
 
@@ -118,10 +118,10 @@ import Testing
     @Test func connectionPolicyClosesWithoutAnnouncingIt() throws {
         let json = #"{"name": "c", "connections": {"maxRequests": 2, "idleCloseMs": 150}, "routes": [{"id": "r", "match": {}, "responses": [{"text": "x"}]}]}"#
         let engine = Engine(scenarios: [try Self.load(json)])
-        let first = engine.decide(EngineTests.request("GET", "/"), requestID: 1, connectionRequestIndex: 0).plan
-        #expect(first.keepAlive && first.idleCloseMilliseconds == 150 && first.actions.count == 1)
-        let second = engine.decide(EngineTests.request("GET", "/"), requestID: 2, connectionRequestIndex: 1).plan
-        #expect(!second.keepAlive && second.actions.last == .close)
+        let first = engine.decide(EngineTests.request("GET", "/"), requestID: 1, connectionRequestIndex: 0).script
+        #expect(first.keepAlive && first.idleCloseMilliseconds == 150 && first.steps.count == 3)
+        let second = engine.decide(EngineTests.request("GET", "/"), requestID: 2, connectionRequestIndex: 1).script
+        #expect(!second.keepAlive && second.steps.last == .abortConnection(.close) && second.policyClose == .maxRequests)
         #expect(!EngineTests.written(second).contains("Connection:"))
     }
 }

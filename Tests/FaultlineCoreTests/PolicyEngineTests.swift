@@ -25,22 +25,22 @@ import Testing
         let engine = try Self.engine(Self.auth)
         let bearer = { (token: String) in [("Authorization", "Bearer \(token)")] }
         let missing = engine.decide(Self.request("GET", "/api/me"), requestID: 1)
-        #expect(missing.plan.status == 401)
-        #expect(EngineTests.written(missing.plan).contains(#"WWW-Authenticate: Bearer realm="faultline", error="invalid_token""#))
-        #expect(engine.decide(Self.request("GET", "/api/me", bearer("token-1")), requestID: 2).plan.status == 200)
-        #expect(engine.decide(Self.request("GET", "/api/me", bearer("token-1")), requestID: 3).plan.status == 200)
+        #expect(missing.script.status == 401)
+        #expect(EngineTests.written(missing.script).contains(#"WWW-Authenticate: Bearer realm="faultline", error="invalid_token""#))
+        #expect(engine.decide(Self.request("GET", "/api/me", bearer("token-1")), requestID: 2).script.status == 200)
+        #expect(engine.decide(Self.request("GET", "/api/me", bearer("token-1")), requestID: 3).script.status == 200)
         let expired = engine.decide(Self.request("GET", "/api/me", bearer("token-1")), requestID: 4)
-        #expect(expired.plan.status == 401 && expired.notes == ["auth: stale token, 401"])
+        #expect(expired.script.status == 401 && expired.notes == ["auth: stale token, 401"])
 
         let call = engine.decide(Self.request("POST", "/token", [("Content-Type", "application/x-www-form-urlencoded")],
                                               body: "grant_type=refresh_token&refresh_token=r-1"), requestID: 5, now: Self.at(10))
-        #expect(call.plan.status == 200 && call.completion?.refresh == true)
-        #expect(EngineTests.written(call.plan).hasSuffix(
+        #expect(call.script.status == 200 && call.completion?.refresh == true)
+        #expect(EngineTests.written(call.script).hasSuffix(
             #"{"access_token":"token-2","token_type":"Bearer","expires_in":3600,"refresh_token":"refresh-2"}"#))
-        #expect(engine.decide(Self.request("GET", "/api/me", bearer("token-2")), requestID: 6).plan.status == 200)
+        #expect(engine.decide(Self.request("GET", "/api/me", bearer("token-2")), requestID: 6).script.status == 200)
         // Rotation: the used refresh token is spent.
         let reuse = engine.decide(Self.request("POST", "/token", body: "grant_type=refresh_token&refresh_token=r-1"), requestID: 7)
-        #expect(reuse.plan.status == 400 && EngineTests.written(reuse.plan).contains(#""error":"invalid_grant""#))
+        #expect(reuse.script.status == 400 && EngineTests.written(reuse.script).contains(#""error":"invalid_grant""#))
         let state = engine.stateJSON(now: Self.at(20))["auth"]
         #expect(state?["refreshCalls"] == .int(2) && state?["refreshesInFlight"] == .int(2))
         #expect(state?["maxRefreshesInFlight"] == .int(2) && state?["staleTokenRequests"] == .int(1))
@@ -57,17 +57,17 @@ import Testing
     @Test func rateLimitsAnswer429AndJudgeTheRetry() throws {
         let engine = try Self.engine(Self.limited)
         let first = engine.decide(Self.request("GET", "/s"), requestID: 1, now: Self.at(0))
-        #expect(first.plan.status == 200 && EngineTests.written(first.plan).contains(#"RateLimit-Policy: "s";q=2;w=1"#))
-        #expect(engine.decide(Self.request("GET", "/s"), requestID: 2, now: Self.at(100)).plan.status == 200)
+        #expect(first.script.status == 200 && EngineTests.written(first.script).contains(#"RateLimit-Policy: "s";q=2;w=1"#))
+        #expect(engine.decide(Self.request("GET", "/s"), requestID: 2, now: Self.at(100)).script.status == 200)
         let limited = engine.decide(Self.request("GET", "/s"), requestID: 3, now: Self.at(200))
-        #expect(limited.plan.status == 429)
-        #expect(EngineTests.written(limited.plan).contains("Retry-After: 1\r\n"))
+        #expect(limited.script.status == 429)
+        #expect(EngineTests.written(limited.script).contains("Retry-After: 1\r\n"))
         // 300 ms later is 700 ms early for a 1000 ms Retry-After.
         let early = engine.decide(Self.request("GET", "/s"), requestID: 4, now: Self.at(500))
-        #expect(early.plan.status == 429)
+        #expect(early.script.status == 429)
         #expect(early.notes.first?.contains("ms early") == true, "\(early.notes)")
         let onTime = engine.decide(Self.request("GET", "/s"), requestID: 5, now: Self.at(1600))
-        #expect(onTime.plan.status == 200 && onTime.notes.first?.hasSuffix("honoured") == true, "\(onTime.notes)")
+        #expect(onTime.script.status == 200 && onTime.notes.first?.hasSuffix("honoured") == true, "\(onTime.notes)")
     }
 
     static let orders = """
@@ -82,26 +82,26 @@ import Testing
     @Test func idempotencyKeysReplayConflictAndCountSideEffects() throws {
         let engine = try Self.engine(Self.orders)
         let key = { (value: String) in [("Idempotency-Key", value)] }
-        #expect(engine.decide(Self.request("POST", "/orders", body: "{}"), requestID: 1).plan.status == 400)
+        #expect(engine.decide(Self.request("POST", "/orders", body: "{}"), requestID: 1).script.status == 400)
         let committed = engine.decide(Self.request("POST", "/orders", key(#""k1""#), body: "{}"), requestID: 2)
-        #expect(committed.plan.actions == [.reset] && committed.plan.fault == "commit-then-reset")
+        #expect(committed.script.steps == [.abortConnection(.reset)] && committed.script.fault == "commit-then-reset")
         let replay = engine.decide(Self.request("POST", "/orders", key("k1"), body: "{}"), requestID: 3)
-        let replayed = EngineTests.written(replay.plan)
+        let replayed = EngineTests.written(replay.script)
         #expect(replayed.hasPrefix("HTTP/1.1 201 Created\r\n") && replayed.contains("Idempotent-Replayed: true\r\n"))
         #expect(replayed.hasSuffix(#"{"id":"o-1"}"#))
-        #expect(engine.decide(Self.request("POST", "/orders", key("k1"), body: #"{"x":1}"#), requestID: 4).plan.status == 422)
+        #expect(engine.decide(Self.request("POST", "/orders", key("k1"), body: #"{"x":1}"#), requestID: 4).script.status == 422)
         let second = engine.decide(Self.request("POST", "/orders", key("k2"), body: "{}"), requestID: 5)
-        #expect(second.plan.status == 201 && second.completion?.idempotency?.key == "k2")
+        #expect(second.script.status == 201 && second.completion?.idempotency?.key == "k2")
         engine.finish(second.completion!, now: Self.at(10))
         let state = engine.stateJSON(now: Self.at(10))
         #expect(state["sideEffects"]?["total"] == .int(2))
 
         let pay = engine.decide(Self.request("POST", "/pay", key("p"), body: "{}"), requestID: 6)
-        #expect(pay.plan.status == 201)
-        #expect(engine.decide(Self.request("POST", "/pay", key("p"), body: "{}"), requestID: 7).plan.status == 409)
+        #expect(pay.script.status == 201)
+        #expect(engine.decide(Self.request("POST", "/pay", key("p"), body: "{}"), requestID: 7).script.status == 409)
         engine.finish(pay.completion!, now: Self.at(200))
         let again = engine.decide(Self.request("POST", "/pay", key("p"), body: "{}"), requestID: 8)
-        #expect(EngineTests.written(again.plan).contains("Idempotent-Replayed: true"))
+        #expect(EngineTests.written(again.script).contains("Idempotent-Replayed: true"))
         // Keyless requests to an optional-key route run every time and count as keyless side effects.
         _ = engine.decide(Self.request("POST", "/pay", body: "{}"), requestID: 9)
         _ = engine.decide(Self.request("POST", "/pay", body: "{}"), requestID: 10)
@@ -114,12 +114,12 @@ import Testing
         let engine = try Self.engine(Self.orders)
         let key = [("Idempotency-Key", "k")]
         let first = engine.decide(Self.request("POST", "/pay", key, body: "{}"), requestID: 1)
-        #expect(first.plan.status == 201)
+        #expect(first.script.status == 201)
         engine.reset()
         // The old exchange ends after the reset: its response must not become the new store's record for "k".
         engine.finish(first.completion!, now: Self.at(5))
         let fresh = engine.decide(Self.request("POST", "/pay", key, body: "{}"), requestID: 2)
-        #expect(fresh.plan.status == 201 && !EngineTests.written(fresh.plan).contains("Idempotent-Replayed"))
+        #expect(fresh.script.status == 201 && !EngineTests.written(fresh.script).contains("Idempotent-Replayed"))
         #expect(fresh.completion?.generation == engine.generation)
 
         let refresh = try Self.engine(Self.auth)
@@ -138,7 +138,7 @@ import Testing
     @Test func scriptedRetryAfterIsJudgedPerRoute() throws {
         let json = #"{"name": "r", "routes": [{"id": "m", "match": {"path": "/m"}, "responses": [{"status": 503, "headers": {"Retry-After": "2"}}, {"text": "up"}]}]}"#
         let engine = try Self.engine(json)
-        #expect(engine.decide(Self.request("GET", "/m"), requestID: 1, now: Self.at(0)).plan.status == 503)
+        #expect(engine.decide(Self.request("GET", "/m"), requestID: 1, now: Self.at(0)).script.status == 503)
         let retry = engine.decide(Self.request("GET", "/m"), requestID: 2, now: Self.at(1500))
         #expect(retry.notes == ["retry-after: request came 1500 ms after #1's 2000 ms: 500 ms early"])
         let tracker = engine.stateJSON(now: Self.at(1600))["retryAfter"]
@@ -155,11 +155,11 @@ import Testing
         let engine = try Self.engine(json)
         let key = [("Idempotency-Key", "k")]
         let reset = engine.decide(Self.request("POST", "/a", key), requestID: 1)
-        #expect(reset.plan.actions == [.reset] && reset.completion == nil)
+        #expect(reset.script.steps == [.abortConnection(.reset)] && reset.completion == nil)
         let retry = engine.decide(Self.request("POST", "/a", key), requestID: 2)
-        #expect(retry.plan.status == 201 && !EngineTests.written(retry.plan).contains("Idempotent-Replayed"))
-        #expect(engine.decide(Self.request("POST", "/c", key), requestID: 3).plan.status == 503)
-        #expect(engine.decide(Self.request("POST", "/c", key), requestID: 4).plan.status == 503, "not 409: nothing in flight")
+        #expect(retry.script.status == 201 && !EngineTests.written(retry.script).contains("Idempotent-Replayed"))
+        #expect(engine.decide(Self.request("POST", "/c", key), requestID: 3).script.status == 503)
+        #expect(engine.decide(Self.request("POST", "/c", key), requestID: 4).script.status == 503, "not 409: nothing in flight")
         // Only the retry of /a created something.
         engine.finish(retry.completion!, now: Self.at(1))
         #expect(engine.stateJSON(now: Self.at(1))["sideEffects"]?["total"] == .int(1))
@@ -175,8 +175,8 @@ import Testing
     @Test func tokenTemplateIsTheCurrentAccessToken() throws {
         let json = #"{"name": "t", "auth": {"tokenPath": "/token", "protect": ["/api/"]}, "routes": [{"id": "w", "match": {"path": "/whoami"}, "responses": [{"text": "{{token}}"}]}]}"#
         let engine = try Self.engine(json)
-        #expect(EngineTests.written(engine.decide(Self.request("GET", "/whoami"), requestID: 1).plan).hasSuffix("\r\n\r\ntoken-1"))
+        #expect(EngineTests.written(engine.decide(Self.request("GET", "/whoami"), requestID: 1).script).hasSuffix("\r\n\r\ntoken-1"))
         _ = engine.decide(Self.request("POST", "/token", body: "grant_type=client_credentials"), requestID: 2)
-        #expect(EngineTests.written(engine.decide(Self.request("GET", "/whoami"), requestID: 3).plan).hasSuffix("\r\n\r\ntoken-2"))
+        #expect(EngineTests.written(engine.decide(Self.request("GET", "/whoami"), requestID: 3).script).hasSuffix("\r\n\r\ntoken-2"))
     }
 }

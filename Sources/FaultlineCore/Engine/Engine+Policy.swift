@@ -107,7 +107,7 @@ extension Engine {
                     notes.append("auth: \(rejection.rawValue) token, 401")
                     return Decision(
                         scenario: nil, route: nil, step: nil, unmatched: nil,
-                        plan: Self.unauthorized(request, rejection, current: authority.currentToken))
+                        script: Self.unauthorized(request, rejection, current: authority.currentToken))
                 }
             }
         }
@@ -144,7 +144,7 @@ extension Engine {
                 // Journaled under a route of its own, so `route=rate-limit:ID` finds every limited request.
                 let decision = Decision(
                     scenario: nil, route: "rate-limit:\(scoped.rule.id)", step: nil, unmatched: nil,
-                    plan: ResponsePlan.simple(for: request, response: response))
+                    script: ResponseScript.simple(for: request, response: response))
                 decision.notes = notes
                 return decision
             }
@@ -176,14 +176,14 @@ extension Engine {
         var context = TemplateContext(pathParameters: [:], input: input, requestID: requestID, resourceID: { 0 })
         var random = SeededRandom(seed: UInt64(requestID))
         let plan = ResponsePlanner.plan(PreparedStep(step), for: request, context: &context, random: &random)
-        let decision = Decision(scenario: nil, route: nil, step: nil, unmatched: nil, plan: plan)
+        let decision = Decision(scenario: nil, route: nil, step: nil, unmatched: nil, script: plan)
         decision.completion = ExchangeCompletion(generation: generation, refresh: true)
         decision.route = "auth:token"
         return decision
     }
 
     /// 401 with `WWW-Authenticate: Bearer error="invalid_token"` (RFC 6750 §3).
-    static func unauthorized(_ request: HTTPRequest, _ rejection: TokenAuthority.Rejection, current: String) -> ResponsePlan {
+    static func unauthorized(_ request: HTTPRequest, _ rejection: TokenAuthority.Rejection, current: String) -> ResponseScript {
         let description: String
         switch rejection {
         case .missing: description = "no bearer token"
@@ -195,7 +195,7 @@ extension Engine {
         ]))
         response.headers.append(
             name: "WWW-Authenticate", value: #"Bearer realm="faultline", error="invalid_token", error_description="\#(description)""#)
-        return ResponsePlan.simple(for: request, response: response)
+        return ResponseScript.simple(for: request, response: response)
     }
 
     static func describe(_ seen: RetryAfterTracker.Observation) -> String {
@@ -213,7 +213,7 @@ extension Engine {
     func idempotencyGate(
         _ config: IdempotencyConfig, routeID: String, _ input: MatchInput, key: inout String?, now: EngineInstant,
         notes: inout [String]
-    ) -> ResponsePlan? {
+    ) -> ResponseScript? {
         let request = input.request
         guard let raw = request.headers[config.header] else {
             if config.required {
@@ -240,7 +240,7 @@ extension Engine {
             notes.append("idempotency: key \(parsed) replayed the stored \(stored.status)")
             var response = HTTPResponse(status: stored.status, headers: HTTPHeaders(stored.headers), body: stored.body)
             response.headers.append(name: "Idempotent-Replayed", value: "true")
-            return ResponsePlan.simple(for: request, response: response)
+            return ResponseScript.simple(for: request, response: response)
         case .inFlight:
             notes.append("idempotency: key \(parsed) still in flight, 409")
             return Self.problem(request, 409, "A request with this Idempotency-Key is being processed",
@@ -253,12 +253,12 @@ extension Engine {
     }
 
     /// An RFC 9457 problem+json response.
-    static func problem(_ request: HTTPRequest, _ status: Int, _ title: String, _ detail: String) -> ResponsePlan {
+    static func problem(_ request: HTTPRequest, _ status: Int, _ title: String, _ detail: String) -> ResponseScript {
         var response = HTTPResponse.json(status, .object([
             ("type", .string("about:blank")), ("title", .string(title)), ("status", .int(status)),
             ("detail", .string(detail)),
         ]))
         response.headers = HTTPHeaders([("Content-Type", "application/problem+json")])
-        return ResponsePlan.simple(for: request, response: response)
+        return ResponseScript.simple(for: request, response: response)
     }
 }

@@ -1,4 +1,4 @@
-/// The decision for one request: which route and step took it (if any) and the plan to put on the wire.
+/// The decision for one request: which route and step took it (if any) and the script of its response.
 /// A class: it is built once per request, changed in place while the engine decides, and read by the server;
 /// as a 300-byte struct it was copied twice per request, a retain per field each time.
 public final class Decision {
@@ -12,7 +12,7 @@ public final class Decision {
     public var unmatched: UnmatchedInfo?
     /// Whether the route's chaos failed this request instead of its script.
     public var chaos: Bool = false
-    public var plan: ResponsePlan
+    public var script: ResponseScript
     /// Index of the matched route's scenario in the engine's `scenarios`.
     var scenarioIndex: Int?
     /// What the policy layer did (auth, rate limits, idempotency, Retry-After judgements), for the journal.
@@ -20,12 +20,12 @@ public final class Decision {
     /// Tell the engine when the exchange ends (`Engine.finish`).
     public var completion: ExchangeCompletion?
 
-    init(scenario: String?, route: String?, step: Int?, unmatched: UnmatchedInfo?, plan: ResponsePlan) {
+    init(scenario: String?, route: String?, step: Int?, unmatched: UnmatchedInfo?, script: ResponseScript) {
         self.scenario = scenario
         self.route = route
         self.step = step
         self.unmatched = unmatched
-        self.plan = plan
+        self.script = script
     }
 }
 
@@ -36,7 +36,7 @@ public struct UnmatchedInfo: Sendable, Equatable {
     public var reason: String
 }
 
-/// The scripted behaviour of the loaded scenarios: matching, sequence cursors and response plans.
+/// The scripted behaviour of the loaded scenarios: matching, sequence cursors and response scripts.
 ///
 /// Not thread-safe by design: the server owns one engine on its loop thread, so a match and the cursor
 /// move it causes happen as one step (DESIGN §1). Deterministic for a given request sequence: all
@@ -158,13 +158,14 @@ public final class Engine {
             ?? match(input, requestID: requestID, now: now, extraHeaders: extraHeaders, notes: &notes)
         decision.notes = notes
         // A scenario's connection policy applies to the responses of its own routes only.
-        if let index = decision.scenarioIndex, let policy = scenarios[index].connections, decision.plan.keepAlive {
+        if let index = decision.scenarioIndex, let policy = scenarios[index].connections, decision.script.keepAlive {
             if let limit = policy.maxRequests, connectionRequestIndex + 1 >= limit {
                 // Deliberately unannounced: no `Connection: close` on this response, just a FIN after it.
-                decision.plan.actions.append(.close)
-                decision.plan.keepAlive = false
+                decision.script.steps.append(.abortConnection(.close))
+                decision.script.keepAlive = false
+                decision.script.policyClose = .maxRequests
             } else {
-                decision.plan.idleCloseMilliseconds = policy.idleCloseMilliseconds
+                decision.script.idleCloseMilliseconds = policy.idleCloseMilliseconds
             }
         }
         return decision
@@ -194,7 +195,7 @@ public final class Engine {
             reason: nearest?.miss.reason ?? "no routes are loaded")
         return Decision(
             scenario: nil, route: nil, step: nil, unmatched: info,
-            plan: ResponsePlanner.notFound(request, info))
+            script: ResponsePlanner.notFound(request, info))
     }
 
     private func play(
@@ -214,7 +215,7 @@ public final class Engine {
         var idempotencyKey: String?
         if let config = loaded.idempotency, let answer = idempotencyGate(
             config, routeID: loaded.id, input, key: &idempotencyKey, now: now, notes: &notes) {
-            return routeDecision(loaded, step: nil, plan: answer)
+            return routeDecision(loaded, step: nil, script: answer)
         }
         let key = CursorKey(route: index, partition: partitionValue)
         let served = sequenceBy == nil ? loaded.served : cursors[key, default: 0]
@@ -238,9 +239,9 @@ public final class Engine {
             var context = templateContext(input, parameters, requestID: requestID)
             let plan = ResponsePlanner.plan(
                 PreparedStep(step), for: input.request, context: &context, random: &randoms[loaded.scenarioIndex])
-            let decision = routeDecision(loaded, step: nil, plan: plan)
+            let decision = routeDecision(loaded, step: nil, script: plan)
             decision.chaos = true
-            if case .status = chaos.outcomes[pick] { decision.plan.fault = chaos.outcomes[pick].description }
+            if case .status = chaos.outcomes[pick] { decision.script.fault = chaos.outcomes[pick].description }
             return decision
         }
         if sequenceBy == nil { loaded.served = served + 1 } else { cursors[key] = served + 1 }
@@ -255,12 +256,12 @@ public final class Engine {
                 }
                 return routeDecision(
                     loaded, step: nil,
-                    plan: ResponsePlanner.scriptExhausted(input.request, routeID: loaded.id, played: total))
+                    script: ResponsePlanner.scriptExhausted(input.request, routeID: loaded.id, played: total))
             }
         }
         let stepIndex = loaded.stepEnds.firstIndex(where: { position < $0 }) ?? loaded.stepEnds.count - 1
         let prepared = loaded.prepared[stepIndex]
-        let plan: ResponsePlan
+        let plan: ResponseScript
         if let cached = ResponsePlanner.cachedPlan(
             prepared, for: input.request, random: &randoms[loaded.scenarioIndex], extraHeaders: extraHeaders,
             keepResponse: idempotencyKey != nil) {
@@ -272,7 +273,7 @@ public final class Engine {
                 extraHeaders: extraHeaders, keepResponse: idempotencyKey != nil)
         }
         if !prepared.step.effects.isEmpty { apply(prepared.step.effects, now: now) }
-        let decision = routeDecision(loaded, step: stepIndex, plan: plan)
+        let decision = routeDecision(loaded, step: stepIndex, script: plan)
         if let retryAfter = prepared.retryAfter,
            let wait = RetryAfterTracker.waitMilliseconds(retryAfter: retryAfter, wallSeconds: now.wallSeconds) {
             policy.retryAfter.advertised(
@@ -286,7 +287,7 @@ public final class Engine {
         let commits = fault.map { [.commitThenReset, .commitThenHang].contains($0.name) } ?? false
         if let idempotencyKey, fault != nil, !commits {
             policy.idempotency[loaded.id]?.abandon(scope: loaded.id, key: idempotencyKey)
-            decision.plan.response = nil
+            decision.script.response = nil
             return decision
         }
         if fault == nil && prepared.step.status < 400 || commits {
@@ -303,7 +304,7 @@ public final class Engine {
                 decision.completion = ExchangeCompletion(
                     generation: generation, idempotency: (loaded.id, idempotencyKey, stored))
             }
-            decision.plan.response = nil
+            decision.script.response = nil
         }
         return decision
     }
@@ -322,9 +323,9 @@ public final class Engine {
     }
 
     /// A decision taken by `loaded`'s route; the one place that ties it to its scenario.
-    private func routeDecision(_ loaded: LoadedRoute, step: Int?, plan: ResponsePlan) -> Decision {
+    private func routeDecision(_ loaded: LoadedRoute, step: Int?, script plan: ResponseScript) -> Decision {
         let decision = Decision(
-            scenario: loaded.scenario.name, route: loaded.id, step: step, unmatched: nil, plan: plan)
+            scenario: loaded.scenario.name, route: loaded.id, step: step, unmatched: nil, script: plan)
         decision.scenarioIndex = loaded.scenarioIndex
         decision.scenarioVersion = versions[loaded.scenarioIndex]
         return decision

@@ -23,7 +23,8 @@ public struct HTTPResponse: Sendable, Equatable {
     /// The status line and header section, ending with the empty line (RFC 9112 §4, §5).
     /// `Content-Length` is added when absent unless the response is chunked or has no body by definition
     /// (1xx, 204, 304: RFC 9110 §8.6); `Connection: close` is added when `close` is set.
-    public func serializedHead(version: HTTPVersion = .http1_1, close: Bool) -> [UInt8] {
+    /// `bodyLength` is the `Content-Length` to announce when it is not the body's own length.
+    public func serializedHead(version: HTTPVersion = .http1_1, close: Bool, bodyLength: Int? = nil) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(128 + headers.count * 32)
         out.append(contentsOf: "\(version) \(status) \(HTTPStatus.reasonPhrase(status))\r\n".utf8)
@@ -41,7 +42,7 @@ public struct HTTPResponse: Sendable, Equatable {
         }
         let bodyless = status < 200 || status == 204 || status == 304
         if !hasLength && !bodyless {
-            out.append(contentsOf: "Content-Length: \(body.count)\r\n".utf8)
+            out.append(contentsOf: "Content-Length: \(bodyLength ?? body.count)\r\n".utf8)
         }
         if close && !hasConnection {
             out.append(contentsOf: "Connection: close\r\n".utf8)

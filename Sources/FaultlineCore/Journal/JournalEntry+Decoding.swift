@@ -42,6 +42,7 @@ extension JournalEntry {
         chaos = response?["chaos"] == .bool(true)
         bytesWritten = int(response?["bytesWritten"]) ?? 0
         outcome = string(response?["outcome"]).flatMap(ExchangeOutcome.init(rawValue:)) ?? .pending
+        policyClose = string(response?["connectionClosedAfter"]).flatMap(PolicyClose.init(rawValue:))
         if let duration = double(response?["durationMs"]) {
             finishedAtMonotonicNanos = receivedAtMonotonicNanos + UInt64(max(0, duration * 1_000_000))
         }

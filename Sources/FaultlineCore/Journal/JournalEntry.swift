@@ -18,6 +18,10 @@ public enum ExchangeOutcome: String, Sendable, Equatable {
     case cancelled
     /// The request never completed (malformed, timed out, or abandoned mid-request).
     case rejected
+    /// The request arrived on a connection the server was closing by its connection policy (after
+    /// `maxRequests`): read, journaled, never answered. What a keep-alive client that reused the connection
+    /// in that moment sees as a reset or "socket hang up".
+    case connectionClosing = "connection-closing"
 }
 
 /// One request as the server saw it and what it did about it (DESIGN §5).
@@ -52,6 +56,7 @@ public struct JournalEntry: Sendable {
         var bytesWritten: Int = 0
         var outcome: ExchangeOutcome = .pending
         var finishedAtMonotonicNanos: UInt64? = nil
+        var policyClose: PolicyClose? = nil
     }
 
     private final class Storage: @unchecked Sendable {
@@ -173,6 +178,11 @@ public struct JournalEntry: Sendable {
         get { storage.fields.bytesWritten }
         set { unique.fields.bytesWritten = newValue }
     }
+    /// Set on the last response of a connection that the connection policy closed (`maxRequests`, `idleCloseMs`).
+    public var policyClose: PolicyClose? {
+        get { storage.fields.policyClose }
+        set { unique.fields.policyClose = newValue }
+    }
     public var outcome: ExchangeOutcome {
         get { storage.fields.outcome }
         set { unique.fields.outcome = newValue }
@@ -248,6 +258,7 @@ extension JournalEntry {
             ("bytesWritten", .int(bytesWritten)),
             ("outcome", .string(outcome.rawValue)),
         ]
+        if let policyClose { response.append(("connectionClosedAfter", .string(policyClose.rawValue))) }
         if let finished = finishedAtMonotonicNanos {
             let elapsed = Double(finished &- receivedAtMonotonicNanos) / 1_000_000
             response.append(("durationMs", .double((elapsed * 1000).rounded() / 1000)))

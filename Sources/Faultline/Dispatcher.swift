@@ -1,0 +1,139 @@
+import FaultlineCore
+
+/// The facts about a connection that every exchange on it is journaled with.
+struct ConnectionInfo {
+    let id: Int
+    let clientAddress: String
+    /// The client's address without its port: what a per-client rate limit counts.
+    let clientHost: String
+    /// Monotonic ms at accept: a request on a connection opened after a 429 went out is a follow-up of it.
+    let openedAtMilliseconds: UInt64
+
+    init(id: Int, clientAddress: String) {
+        self.id = id
+        self.clientAddress = clientAddress
+        clientHost = clientAddress.lastIndex(of: ":").map { String(clientAddress[..<$0]) } ?? clientAddress
+        openedAtMilliseconds = Clock.monotonicNanos() / 1_000_000
+    }
+}
+
+/// The one entry for every exchange, whatever protocol carried it (ARCHITECTURE §4): the admin API or the
+/// engine decides, the journal records. A codec hands it a request and gets an `Exchange` whose script it
+/// carries out; it says how the exchange ended through `finished`. The journal entry is built here and only
+/// here. Loop thread only.
+final class Dispatcher {
+    private unowned let core: ServerCore
+
+    init(core: ServerCore) {
+        self.core = core
+    }
+
+    /// A complete request: an admin call (answered now or, for a long-poll, later) or a scripted exchange.
+    func dispatch(_ request: HTTPRequest, _ context: RequestContext, on connection: ConnectionInfo) -> Exchange {
+        let clientWantsClose = !request.head.clientWantsKeepAlive
+        if AdminAPI.isAdminTarget(request.target) {
+            let exchange = Exchange(sequence: nil, script: nil, clientWantsClose: clientWantsClose)
+            core.admin.handle(request, connectionID: connection.id) { [exchange] script, after in
+                exchange.afterCompletion = after
+                exchange.respond(script)
+            }
+            return exchange
+        }
+        let decision = core.engine.decide(
+            request, requestID: core.journal.nextSequence, connectionRequestIndex: context.indexOnConnection,
+            client: connection.clientHost,
+            now: context.arrivedNow
+                ? EngineInstant(
+                    monotonicMilliseconds: context.arrival.monotonicNanos / 1_000_000, wallSeconds: context.arrival.wall)
+                : core.now(),
+            connection: connection.id, connectionOpenedAt: connection.openedAtMilliseconds)
+        var entry = Self.entry(context, connection, head: request.head, body: request.body)
+        entry.scenario = decision.scenario
+        entry.scenarioVersion = decision.scenarioVersion
+        entry.route = decision.route
+        entry.step = decision.step
+        entry.unmatched = decision.unmatched
+        entry.status = decision.script.status
+        entry.fault = decision.script.fault
+        entry.chaos = decision.chaos
+        entry.notes = decision.notes
+        entry.policyClose = decision.script.policyClose
+        let exchange = Exchange(
+            sequence: core.record(consume entry), script: decision.script, clientWantsClose: clientWantsClose)
+        exchange.engineCompletion = decision.completion
+        return exchange
+    }
+
+    /// A request that is not valid HTTP: journaled as malformed, answered with its status and a close.
+    func reject(_ error: HTTPParseError, _ context: RequestContext, on connection: ConnectionInfo) -> Exchange {
+        var entry = Self.entry(context, connection, head: error.head, rawRequestLine: error.requestLinePrefix,
+                               malformed: error.reason)
+        entry.status = error.status
+        let body: JSONValue = .object([
+            ("error", .string(HTTPStatus.reasonPhrase(error.status))),
+            ("status", .int(error.status)),
+            ("reason", .string(error.reason)),
+        ])
+        let response = HTTPResponse.json(error.status, body)
+        let head = ResponseHead(
+            status: error.status, headers: response.headers, bodyLength: response.body.count, close: true)
+        let script = ResponseScript(
+            steps: [.head(head), .body(response.body), .end, .abortConnection(.close)], status: error.status,
+            keepAlive: false)
+        // The client did not ask for the close: the lingering close protects the answer from an RST.
+        return Exchange(sequence: core.record(consume entry), script: script, clientWantsClose: false)
+    }
+
+    /// A request that reached the server and will never be answered: cut short by the client (`error`), or
+    /// complete on a connection the server is closing (`request`).
+    func journalUnanswered(
+        _ request: HTTPRequest?, _ error: HTTPParseError?, _ context: RequestContext, on connection: ConnectionInfo,
+        _ outcome: ExchangeOutcome
+    ) {
+        if let request, AdminAPI.isAdminTarget(request.target) { return }
+        var entry = Self.entry(
+            context, connection, head: request?.head, body: request?.body ?? [],
+            rawRequestLine: error?.requestLinePrefix, malformed: error?.reason)
+        entry.outcome = outcome
+        entry.finishedAtMonotonicNanos = Clock.monotonicNanos()
+        core.record(entry)
+    }
+
+    /// An exchange ended: tell the engine (token refresh in flight, idempotent response to store) and the journal.
+    func finished(_ exchange: Exchange, _ outcome: ExchangeOutcome, at: UInt64?) {
+        if let completion = exchange.engineCompletion { core.engine.finish(completion, now: core.now()) }
+        if let sequence = exchange.sequence {
+            let now = at ?? Clock.monotonicNanos()
+            let bytes = exchange.bytesWritten
+            core.updateEntry(sequence) {
+                $0.outcome = outcome
+                $0.bytesWritten = bytes
+                $0.finishedAtMonotonicNanos = now
+                // The journal's status is the status line sent: none when not a byte went out.
+                if bytes == 0 { $0.status = nil }
+            }
+        }
+        // Run once the bytes are out, e.g. stop the server after answering `POST /shutdown`.
+        if let after = exchange.afterCompletion {
+            exchange.afterCompletion = nil
+            after()
+        }
+    }
+
+    /// The connection policy closed a connection after the response journaled as `sequence`.
+    func policyClosed(after sequence: Int, _ reason: PolicyClose) {
+        core.updateEntry(sequence) { $0.policyClose = reason }
+    }
+
+    /// The journal entry for a request, built in this one place.
+    private static func entry(
+        _ context: RequestContext, _ connection: ConnectionInfo, head: HTTPRequestHead?, body: [UInt8] = [],
+        rawRequestLine: String? = nil, malformed: String? = nil
+    ) -> JournalEntry {
+        JournalEntry(
+            receivedAtWall: context.arrival.wall, receivedAtMonotonicNanos: context.arrival.monotonicNanos,
+            connectionID: connection.id, indexOnConnection: context.indexOnConnection,
+            clientAddress: connection.clientAddress, head: head, rawRequestLine: rawRequestLine, body: body,
+            bodySize: body.count, malformed: malformed)
+    }
+}

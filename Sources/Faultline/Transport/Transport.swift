@@ -1,0 +1,192 @@
+import CLibevent
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// What a transport tells the protocol above it. Loop thread only.
+protocol TransportDelegate: AnyObject {
+    /// Bytes from the peer, valid only during the call.
+    func transportReceived(_ bytes: UnsafeRawBufferPointer)
+    /// The peer shut down its sending side (FIN). It may still be reading.
+    func transportPeerFinished()
+    /// Reading or writing failed (ECONNRESET, EPIPE): the peer is gone.
+    func transportFailed()
+    /// Everything queued has been handed to the kernel.
+    func transportDrained()
+}
+
+/// The bytes of one connection (ARCHITECTURE §3): the only layer that touches descriptors, libevent's
+/// bufferevents and, for TLS, OpenSSL. The faults that act below HTTP — RST, FIN, half-close, hang, drip,
+/// lingering close — are calls on it, so every transport gets them all.
+protocol Transport: AnyObject {
+    var delegate: TransportDelegate? { get set }
+    /// The peer's address as `host:port` (`[v6]:port`).
+    var peerAddress: String { get }
+    /// Writes what the kernel takes at once and queues the rest. False when the peer is gone.
+    func write(_ bytes: UnsafeRawBufferPointer) -> Bool
+    /// Bytes queued and not yet taken by the kernel.
+    var pendingOutput: Int { get }
+    /// Bytes the kernel holds from the peer that nobody has read (closing now would send RST).
+    var hasUnreadInput: Bool { get }
+    /// Whether the peer answered with RST.
+    var peerHasReset: Bool { get }
+    /// Sends the peer one byte its application never reads (TCP urgent data, which the BSD-semantics stacks
+    /// keep out of the stream unless `SO_OOBINLINE` is set): a socket the peer has closed answers RST, one it
+    /// only half-closed says nothing.
+    func probePeer()
+    /// FIN after what is queued; reading goes on.
+    func shutdownWrite()
+    func setReading(_ enabled: Bool)
+    /// Closes now: RST when `abortive`, else FIN. No delegate call follows.
+    func close(abortive: Bool)
+}
+
+/// Plain TCP. Reading is ours, not a bufferevent's: one `recv` straight into the loop's scratch buffer per
+/// readable event (libevent's FIONREAD ioctl, readv into an evbuffer and a copy out of it would be three
+/// syscalls). Writing goes straight to the socket while nothing is queued; what the kernel does not take at
+/// once is queued on a bufferevent, which keeps the order and reports drain and errors.
+final class TCPTransport: Transport {
+    weak var delegate: TransportDelegate?
+    let peerAddress: String
+    private let fd: Int32
+    private let loop: EventLoop
+    private var readEvent: OpaquePointer?
+    private var bufferEvent: OpaquePointer?
+    private var reading = true
+    /// Set once a write had to queue: before that, `pendingOutput` costs no libevent call.
+    private var queueing = false
+    private var failed = false
+    private let scratch: ScratchBuffer
+
+    init(fd: Int32, peerAddress: String, loop: EventLoop, scratch: ScratchBuffer) {
+        self.fd = fd
+        self.peerAddress = peerAddress
+        self.loop = loop
+        self.scratch = scratch
+        SocketOptions.noDelay(fd)
+        SocketOptions.suppressSigpipe(fd)
+        bufferEvent = bufferevent_socket_new(loop.base, fd, Int32(BEV_OPT_CLOSE_ON_FREE.rawValue))
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        bufferevent_setcb(bufferEvent, nil, { _, context in
+            TCPTransport.recover(context).delegate?.transportDrained()
+        }, { _, events, context in
+            let transport = TCPTransport.recover(context)
+            if events & Int16(BEV_EVENT_ERROR) != 0 || events & Int16(BEV_EVENT_EOF) != 0 {
+                transport.failed = true
+                transport.delegate?.transportFailed()
+            }
+        }, context)
+        readEvent = event_new(loop.base, fd, Int16(EV_READ | EV_PERSIST), { _, _, context in
+            TCPTransport.recover(context).readable()
+        }, context)
+        event_add(readEvent, nil)
+    }
+
+    /// The transport behind a libevent callback's context. Its connection keeps it alive until `close`, which
+    /// frees the events first, so no callback can outlive it.
+    private static func recover(_ context: UnsafeMutableRawPointer?) -> TCPTransport {
+        Unmanaged<TCPTransport>.fromOpaque(context!).takeUnretainedValue()
+    }
+
+    private func readable() {
+        let result: IOResult<Int>
+        do {
+            result = try syscall("recv") { scratch.withBytes { recv(fd, $0.baseAddress, $0.count, 0) } }
+        } catch {
+            // ECONNRESET and friends: stop reading, as a bufferevent would.
+            stopReading()
+            failed = true
+            delegate?.transportFailed()
+            return
+        }
+        guard case .processed(let count) = result else { return }
+        if count == 0 {
+            stopReading()
+            delegate?.transportPeerFinished()
+            return
+        }
+        scratch.withBytes { buffer in
+            delegate?.transportReceived(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+        }
+    }
+
+    private func stopReading() {
+        if let readEvent { event_del(readEvent) }
+        reading = false
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard let bufferEvent, !failed else { return false }
+        guard !bytes.isEmpty else { return true }
+        var sent = 0
+        if pendingOutput == 0 {
+            do {
+                if case .processed(let count) = try syscall("send", {
+                    send(fd, bytes.baseAddress, bytes.count, SocketOptions.noSignalFlag | Int32(MSG_DONTWAIT))
+                }) {
+                    sent = count
+                }
+            } catch {
+                // EPIPE, ECONNRESET: the peer is gone; nothing is queued for nobody.
+                failed = true
+                return false
+            }
+        }
+        if sent < bytes.count {
+            // Through the bufferevent only from here on: enabling EV_WRITE earlier would cost two epoll changes
+            // per connection (armed at once, disarmed on the first empty write callback).
+            if !queueing {
+                bufferevent_enable(bufferEvent, Int16(EV_WRITE))
+                queueing = true
+            }
+            _ = bufferevent_write(bufferEvent, bytes.baseAddress! + sent, bytes.count - sent)
+        }
+        return true
+    }
+
+    var pendingOutput: Int {
+        guard queueing, let bufferEvent else { return 0 }
+        return evbuffer_get_length(bufferevent_get_output(bufferEvent))
+    }
+
+    var hasUnreadInput: Bool { SocketOptions.hasUnreadInput(fd) }
+
+    var peerHasReset: Bool { SocketOptions.peerHasReset(fd) }
+
+    func probePeer() {
+        var byte: UInt8 = 0
+        _ = try? syscall("send") { send(fd, &byte, 1, SocketOptions.noSignalFlag | Int32(MSG_OOB | MSG_DONTWAIT)) }
+    }
+
+    func shutdownWrite() {
+        _ = try? syscall("shutdown", blocking: true) { shutdown(fd, Int32(SHUT_WR)) }
+    }
+
+    func setReading(_ enabled: Bool) {
+        guard let readEvent, enabled != reading else { return }
+        if enabled { event_add(readEvent, nil) } else { event_del(readEvent) }
+        reading = enabled
+    }
+
+    func close(abortive: Bool) {
+        if abortive { SocketOptions.abortOnClose(fd) }
+        if let readEvent { event_free(readEvent) }
+        readEvent = nil
+        // BEV_OPT_CLOSE_ON_FREE: freeing the bufferevent closes the descriptor.
+        if let bufferEvent { bufferevent_free(bufferEvent) }
+        bufferEvent = nil
+        delegate = nil
+    }
+}
+
+/// Where transports copy bytes out of the kernel before parsing: one per loop, reused by every read.
+final class ScratchBuffer {
+    private var bytes = [UInt8](repeating: 0, count: 64 * 1024)
+
+    func withBytes<T>(_ body: (UnsafeMutableRawBufferPointer) -> T) -> T {
+        bytes.withUnsafeMutableBytes(body)
+    }
+}

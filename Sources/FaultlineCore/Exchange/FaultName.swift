@@ -1,0 +1,77 @@
+/// The named faults a scenario step may ask for (ARCHITECTURE §5). Each is built into protocol-neutral script
+/// steps by `ResponsePlanner`; the loader rejects any other name. Each trait below is an exhaustive switch, so a
+/// new fault that forgets one does not compile.
+public enum FaultName: String, Sendable, CaseIterable {
+    case reset
+    case emptyReply = "empty-reply"
+    case halfClose = "half-close"
+    case closeAfterHeaders = "close-after-headers"
+    case truncateBody = "truncate-body"
+    case overlongBody = "overlong-body"
+    case malformedChunk = "malformed-chunk"
+    case garbage
+    case hang
+    case stallAfterHeaders = "stall-after-headers"
+    case corruptJSON = "corrupt-json"
+    case truncatedJSON = "truncated-json"
+    case wrongContentType = "wrong-content-type"
+    case htmlErrorPage = "html-error-page"
+    case badGzip = "bad-gzip"
+    /// Apply the route's side effect (create the resource, store the idempotent response), then reset:
+    /// the "unknown outcome" a client must reconcile by retrying with the same key.
+    case commitThenReset = "commit-then-reset"
+    /// Like `commit-then-reset`, but the connection hangs instead (the client times out).
+    case commitThenHang = "commit-then-hang"
+}
+
+extension FaultName {
+    /// The protocols whose codec can render this fault's steps. The faults that break HTTP/1.1's own framing
+    /// (`raw` steps) exist only there; the rest are heads, bodies and aborts, which HTTP/2 renders as frames.
+    public var protocols: Set<ExchangeProtocol> {
+        switch self {
+        case .overlongBody, .malformedChunk, .garbage:
+            return [.http1]
+        case .reset, .emptyReply, .halfClose, .closeAfterHeaders, .truncateBody, .hang, .stallAfterHeaders,
+             .corruptJSON, .truncatedJSON, .wrongContentType, .htmlErrorPage, .badGzip, .commitThenReset,
+             .commitThenHang:
+            return [.http1, .http2]
+        }
+    }
+
+    /// Faults that break a body need one to break.
+    var needsBody: Bool {
+        switch self {
+        case .truncateBody, .overlongBody, .malformedChunk, .corruptJSON, .truncatedJSON, .closeAfterHeaders,
+             .stallAfterHeaders:
+            return true
+        case .reset, .emptyReply, .halfClose, .garbage, .hang, .wrongContentType, .htmlErrorPage, .badGzip,
+             .commitThenReset, .commitThenHang:
+            return false
+        }
+    }
+
+    /// Faults after which the connection is still usable for the next request.
+    var keepsConnection: Bool {
+        switch self {
+        case .corruptJSON, .truncatedJSON, .wrongContentType, .htmlErrorPage, .badGzip:
+            return true
+        case .reset, .emptyReply, .halfClose, .closeAfterHeaders, .truncateBody, .overlongBody, .malformedChunk,
+             .garbage, .hang, .stallAfterHeaders, .commitThenReset, .commitThenHang:
+            return false
+        }
+    }
+
+    /// Whether the fault sends a response head (the journal's status is the status sent); `after` is the
+    /// half-close's prefix.
+    func sendsHead(_ after: HalfCloseAfter) -> Bool {
+        switch self {
+        case .reset, .emptyReply, .garbage, .hang, .commitThenReset, .commitThenHang:
+            return false
+        case .halfClose:
+            return after != .nothing
+        case .closeAfterHeaders, .truncateBody, .overlongBody, .malformedChunk, .stallAfterHeaders, .corruptJSON,
+             .truncatedJSON, .wrongContentType, .htmlErrorPage, .badGzip:
+            return true
+        }
+    }
+}

@@ -1,0 +1,641 @@
+/// The timers an HTTP/1.1 connection runs, each for one purpose.
+public enum HTTP1Timer: Int, Sendable, CaseIterable {
+    /// 408 when a request's header section is not complete in time (RFC 9110 §15.5.9).
+    case header
+    /// A script's `wait` step: a delay or a drip's gap.
+    case step
+    /// The connection policy's idle close of a kept-alive connection.
+    case idle
+    /// After the client's FIN: time for its RST to arrive, if it closed instead of half-closing.
+    case settle
+    /// A lingering close: how long to read and drop the client's input before closing anyway.
+    case linger
+}
+
+/// What an HTTP/1.1 connection machine needs from the world: a transport to write to, timers, and the
+/// Dispatcher. Calls on it are the machine's actions; `FakeHTTP1IO` in the tests records them on a fake clock.
+/// (Calls rather than a returned list of actions: the request path then allocates nothing per event.)
+public protocol HTTP1ConnectionIO: AnyObject {
+    /// Writes bytes, or queues what the kernel does not take at once. False when the client is gone.
+    func write(_ bytes: UnsafeRawBufferPointer) -> Bool
+    /// Bytes queued and not yet taken by the kernel.
+    var pendingOutput: Int { get }
+    /// Whether the kernel holds bytes from the client that nobody has read (closing now would send RST).
+    var hasUnreadInput: Bool { get }
+    /// Whether the client answered with RST (its socket is closed, not just half-closed).
+    var peerHasReset: Bool { get }
+    /// Sends the client something its application never sees, so that a closed socket answers RST.
+    func probePeer()
+    /// FIN; keep reading.
+    func shutdownWrite()
+    /// Closes the transport now: with RST when `abortive`, else FIN. The machine makes no call after it.
+    func close(abortive: Bool)
+    /// Asks the server to call `closeFromQueue()` once nothing more urgent is ready.
+    func closeSoon()
+    func setReading(_ enabled: Bool)
+    func startTimer(_ timer: HTTP1Timer, milliseconds: Int)
+    func cancelTimer(_ timer: HTTP1Timer)
+    /// The clocks, read when a request's first byte arrives.
+    func now() -> Arrival
+    /// Hands a complete request to the Dispatcher; the exchange may not have its script yet.
+    func dispatch(_ request: HTTPRequest, _ context: RequestContext) -> Exchange
+    /// Journals a request that is not valid HTTP; the exchange carries the error response.
+    func reject(_ error: HTTPParseError, _ context: RequestContext) -> Exchange
+    /// Journals a request that reached the server but will never be answered, with how it ended.
+    func journalUnanswered(_ request: HTTPRequest?, _ error: HTTPParseError?, _ context: RequestContext,
+                           _ outcome: ExchangeOutcome)
+    /// An exchange has ended; `at` is when, when it was earlier than now (monotonic nanoseconds).
+    func finished(_ exchange: Exchange, _ outcome: ExchangeOutcome, at: UInt64?)
+    /// A policy close happened after `exchange`'s response (`idle-close` comes after the response ended).
+    func policyClosed(after sequence: Int, _ reason: PolicyClose)
+}
+
+/// When and where a request arrived.
+public struct Arrival: Sendable, Equatable {
+    public var wall: Double
+    public var monotonicNanos: UInt64
+    public init(wall: Double, monotonicNanos: UInt64) {
+        self.wall = wall
+        self.monotonicNanos = monotonicNanos
+    }
+}
+
+/// What the Dispatcher needs to know about a request besides the request itself.
+public struct RequestContext: Sendable {
+    public var arrival: Arrival
+    /// Whether the clocks were read in the same read event that completed the request: then the engine
+    /// decides at `arrival` without reading them again.
+    public var arrivedNow: Bool
+    /// Requests before this one on the same connection.
+    public var indexOnConnection: Int
+}
+
+/// The limits and timings of the HTTP/1.1 connection rules.
+public struct HTTP1Settings: Sendable {
+    public var parserLimits: HTTPParserLimits
+    public var headerTimeoutMilliseconds: Int
+    /// Stop reading when this many responses are queued or this much output is unsent (a client pipelining
+    /// without reading must not make us buffer without bound).
+    public var maxQueuedExchanges = 128
+    public var maxPendingOutput = 4 * 1024 * 1024
+    /// How long to wait for the client's RST after its FIN (loopback answers in microseconds).
+    public var settleMilliseconds = 25
+    /// How long a closing connection keeps reading the client's input before closing anyway.
+    public var lingerMilliseconds = 2000
+
+    public init(parserLimits: HTTPParserLimits, headerTimeoutMilliseconds: Int) {
+        self.parserLimits = parserLimits
+        self.headerTimeoutMilliseconds = headerTimeoutMilliseconds
+    }
+}
+
+/// The HTTP/1.1 connection rules (RFC 9112 §9), as a pure state machine: events in (`received`,
+/// `peerFinished`, `peerFailed`, `drained`, `timerFired`, `closeFromQueue`), actions out through
+/// `HTTP1ConnectionIO`. No socket, no clock of its own: the tests drive it on a fake clock.
+///
+/// Responses go out in the order requests arrived (pipelining, RFC 9112 §9.3.2), so exchanges wait in a queue;
+/// the head one's script is carried out step by step. Every change of `state` goes through `transition(to:)`.
+/// The reading side is a separate, smaller machine (`ReadSide`): reading goes on while responding, so a
+/// client's close is noticed whatever the writing side is doing.
+public final class HTTP1Connection {
+    /// What the connection is doing with its writing side.
+    public enum State: Equatable, Sendable {
+        /// No response in progress: waiting for a complete request, or for the head exchange's script.
+        case idle
+        /// Carrying out the head exchange's steps.
+        case responding
+        /// A `wait` step: the step timer runs and the next step comes when it fires.
+        case waiting
+        /// Waiting for the output to drain before carrying out this abort.
+        case draining(ConnectionAbort)
+        /// A `hang`: writing nothing until the client closes or the server stops.
+        case hanging
+        /// Our writing side is shut down (`half-close`); still reading and journaling, never answering.
+        case halfClosed
+        /// The connection's last response is written; closing once it has drained.
+        case closingWhenDrained
+        /// The client sent FIN before its responses were complete: waiting `settleMilliseconds` to learn
+        /// whether it closed (its kernel answers RST) or only half-closed (it still reads).
+        case settling
+        /// A plain close, waiting in the server's close queue (`closeFromQueue`).
+        case closeQueued
+        /// FIN sent; reading the client's input until it closes or the linger timer fires. Closing with unread
+        /// input would make the kernel send RST, which could destroy the response before the client reads it
+        /// (the "lingering close" of RFC 9112 §9.6). Complete requests that arrive now are journaled as never
+        /// answered when the close was the connection policy's (`readsLateRequests`).
+        case lingering(readsLateRequests: Bool)
+        /// Closed; the machine makes no more calls.
+        case closed
+    }
+
+    /// What the connection is doing with its reading side.
+    public enum ReadSide: Equatable, Sendable {
+        case open
+        /// Not reading: too many responses queued or too much output unsent.
+        case paused
+        /// The client sent FIN (or its input failed) at this monotonic time.
+        case finished(at: UInt64)
+    }
+
+    public private(set) var state: State = .idle
+    public private(set) var readSide: ReadSide = .open
+    private unowned let io: HTTP1ConnectionIO
+    private let settings: HTTP1Settings
+    private var parser: HTTPRequestParser
+    private var renderer = HTTP1Renderer()
+    /// Bytes rendered since the last write: a script's consecutive byte steps go out in one write.
+    private var output: [UInt8] = []
+    private var exchanges: [Exchange] = []
+    /// Exchanges whose bytes are all queued; they complete when the output drains.
+    private var awaitingDrain: [Exchange] = []
+    /// The timers running, one bit each (`HTTP1Timer.rawValue`): a set that costs no hashing per request.
+    private var armed: UInt8 = 0
+    private var requestCount = 0
+    private var headArrival: Arrival?
+    /// Counts read events; `headArrivalPass` is the one that read the clocks for `headArrival`.
+    private var parsePass = 0
+    private var headArrivalPass = -1
+    /// The last journaled response of a kept-alive connection, for marking an idle close on it.
+    private var lastSequence: Int?
+
+    public init(io: HTTP1ConnectionIO, settings: HTTP1Settings) {
+        self.io = io
+        self.settings = settings
+        parser = HTTPRequestParser(limits: settings.parserLimits)
+        output.reserveCapacity(4096)
+    }
+
+    private func transition(to next: State) {
+        assert(state != .closed, "HTTP/1.1 connection: transition from closed to \(next)")
+        state = next
+    }
+
+    /// Whether a scripted response is in progress that a scenario reset must not let leak into the next test.
+    public var hasPendingScriptedResponse: Bool {
+        switch state {
+        case .waiting, .hanging, .draining: return true
+        default: return false
+        }
+    }
+
+    private var isClosing: Bool {
+        switch state {
+        case .closed, .lingering, .closeQueued: return true
+        default: return false
+        }
+    }
+
+    // MARK: - Timers
+
+    private func start(_ timer: HTTP1Timer, _ milliseconds: Int) {
+        if isArmed(timer) { io.cancelTimer(timer) }
+        armed |= 1 << timer.rawValue
+        io.startTimer(timer, milliseconds: milliseconds)
+    }
+
+    private func cancel(_ timer: HTTP1Timer) {
+        guard isArmed(timer) else { return }
+        armed &= ~(1 << timer.rawValue)
+        io.cancelTimer(timer)
+    }
+
+    private func isArmed(_ timer: HTTP1Timer) -> Bool { armed & (1 << timer.rawValue) != 0 }
+
+    public func timerFired(_ timer: HTTP1Timer) {
+        guard isArmed(timer), state != .closed else { return }
+        armed &= ~(1 << timer.rawValue)
+        switch timer {
+        case .header: headerTimedOut()
+        case .step:
+            if state == .waiting {
+                transition(to: .responding)
+                run()
+            }
+        case .idle:
+            // A plain close, no lingering: exactly what a server's keep-alive timeout does.
+            if state == .idle && exchanges.isEmpty {
+                if let lastSequence { io.policyClosed(after: lastSequence, .idleClose) }
+                teardown(.cancelled)
+            }
+        case .settle: settled()
+        case .linger: teardown(.cancelled)
+        }
+    }
+
+    // MARK: - Reading
+
+    /// Bytes from the client.
+    public func received(_ bytes: UnsafeRawBufferPointer) {
+        cancel(.idle)
+        switch state {
+        case .closed, .closeQueued: return
+        case .lingering(let readsLateRequests):
+            guard readsLateRequests else { return }
+            parser.append(bytes)
+            journalLateRequests()
+            return
+        default:
+            parser.append(bytes)
+            parseAvailable()
+        }
+    }
+
+    private func parseAvailable() {
+        parsePass &+= 1
+        while !isClosing, let event = parser.next() {
+            switch event {
+            case .head(let head):
+                noteHeadArrival()
+                // RFC 9110 §10.1.1: answer 100 at once, unless an earlier response is still being written
+                // (interleaving it would corrupt that response; the client then sends its body after its own
+                // short wait). When body bytes came with the head, the client is not waiting: 100 may be omitted.
+                if head.expectsContinue && exchanges.isEmpty && state == .idle && parser.bufferedByteCount == 0 {
+                    let ok = Self.continueLine.withUnsafeBytes { io.write($0) }
+                    if !ok { teardown(.clientClosed); return }
+                }
+            case .request(let request):
+                noteHeadArrival()
+                received(request)
+            case .failure(let error):
+                noteHeadArrival()
+                rejected(error)
+            }
+        }
+        guard !isClosing else { return }
+        updateHeaderTimer()
+        updateReadInterest()
+    }
+
+    private static let continueLine = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
+
+    private func noteHeadArrival() {
+        if headArrival == nil {
+            headArrival = io.now()
+            headArrivalPass = parsePass
+        }
+    }
+
+    private func nextContext() -> RequestContext {
+        let arrival = headArrival ?? io.now()
+        let context = RequestContext(
+            arrival: arrival, arrivedNow: headArrival != nil && headArrivalPass == parsePass,
+            indexOnConnection: requestCount)
+        headArrival = nil
+        requestCount += 1
+        return context
+    }
+
+    /// 408 when a request's header section is not complete within the header timeout. Armed when the first
+    /// byte of a head arrives, not re-armed per byte, so a slowloris client cannot keep a connection by trickling.
+    private func updateHeaderTimer() {
+        if !parser.hasPartialRequest || parser.isReadingBody {
+            cancel(.header)
+        } else if !isArmed(.header) {
+            start(.header, settings.headerTimeoutMilliseconds)
+        }
+    }
+
+    private func headerTimedOut() {
+        let error = HTTPParseError(
+            status: 408, reason: "request header section not complete within \(settings.headerTimeoutMilliseconds) ms",
+            head: nil, requestLinePrefix: parser.partialRequestLine)
+        noteHeadArrival()
+        parser = HTTPRequestParser(limits: settings.parserLimits)
+        rejected(error)
+    }
+
+    private func received(_ request: HTTPRequest) {
+        let exchange = io.dispatch(request, nextContext())
+        enqueue(exchange)
+    }
+
+    /// A request that is not valid HTTP: the Dispatcher journals it and answers with its status and a close
+    /// (after the responses queued before it, to keep their order).
+    private func rejected(_ error: HTTPParseError) {
+        enqueue(io.reject(error, nextContext()))
+    }
+
+    private func enqueue(_ exchange: Exchange) {
+        // After a half-close nothing can be answered: the exchange waits, journaled, until the client goes.
+        exchanges.append(exchange)
+        startNextIfIdle()
+    }
+
+    /// Requests that arrive on a connection the connection policy is closing: journaled, never answered.
+    private func journalLateRequests() {
+        while case .lingering(true) = state, let event = parser.next() {
+            switch event {
+            case .head: noteHeadArrival()
+            case .request(let request):
+                noteHeadArrival()
+                io.journalUnanswered(request, nil, nextContext(), .connectionClosing)
+            case .failure:
+                // Not worth answering on a closing connection; stop parsing what follows.
+                state = .lingering(readsLateRequests: false)
+            }
+        }
+    }
+
+    private func updateReadInterest() {
+        switch readSide {
+        case .finished: return
+        case .open, .paused:
+            let shouldPause = exchanges.count >= settings.maxQueuedExchanges
+                || io.pendingOutput >= settings.maxPendingOutput
+            if shouldPause && readSide == .open {
+                readSide = .paused
+                io.setReading(false)
+            } else if !shouldPause && readSide == .paused {
+                readSide = .open
+                io.setReading(true)
+                // Requests may be waiting in the parser from before the pause.
+                parseAvailable()
+            }
+        }
+    }
+
+    // MARK: - Writing
+
+    private func startNextIfIdle() {
+        guard state == .idle, let exchange = exchanges.first else { return }
+        guard exchange.script != nil else {
+            exchange.whenScriptArrives = { [weak self] in self?.startNextIfIdle() }
+            return
+        }
+        transition(to: .responding)
+        run()
+    }
+
+    /// Writes what has been rendered. False when the client is gone: the connection has been torn down.
+    private func flush() -> Bool {
+        guard !output.isEmpty else { return true }
+        let ok = output.withUnsafeBytes { io.write($0) }
+        if let exchange = exchanges.first { exchange.bytesWritten += output.count }
+        output.removeAll(keepingCapacity: true)
+        if !ok { teardown(.clientClosed) }
+        return ok
+    }
+
+    /// Carries out the head exchange's steps until one has to wait.
+    private func run() {
+        guard state == .responding, let exchange = exchanges.first else { return }
+        while true {
+            switch exchange.next() {
+            case .notYet:
+                return
+            case .finished:
+                guard flush() else { return }
+                finishExchange()
+                return
+            case .step(let step):
+                switch step {
+                case .head, .body, .end, .raw:
+                    renderer.render(step, into: &output)
+                case .wait(let milliseconds):
+                    guard flush() else { return }
+                    transition(to: .waiting)
+                    start(.step, milliseconds)
+                    return
+                case .abortExchange:
+                    // HTTP/1.1 cannot abandon one response and keep the connection: close after what was written.
+                    guard flush() else { return }
+                    abort(.close)
+                    return
+                case .abortConnection(let abort):
+                    guard flush() else { return }
+                    self.abort(abort)
+                    return
+                case .hang:
+                    guard flush() else { return }
+                    transition(to: .hanging)
+                    return
+                }
+            }
+        }
+    }
+
+    private func abort(_ abort: ConnectionAbort) {
+        if io.pendingOutput > 0 {
+            transition(to: .draining(abort))
+        } else {
+            perform(abort)
+        }
+    }
+
+    /// Every step of the head exchange has run: it completes when its bytes have drained.
+    private func finishExchange() {
+        let exchange = exchanges.removeFirst()
+        awaitingDrain.append(exchange)
+        transition(to: .idle)
+        if io.pendingOutput == 0 { drained() }
+        guard state == .idle else { return }
+        if exchange.script?.keepAlive == false {
+            transition(to: .closingWhenDrained)
+            if io.pendingOutput == 0 { closeGracefully(after: exchange) }
+            return
+        }
+        if case .finished = readSide, exchanges.isEmpty {
+            settle()
+            return
+        }
+        startNextIfIdle()
+        updateReadInterest()
+        if state == .idle, exchanges.isEmpty, !parser.hasPartialRequest,
+           let idle = exchange.script?.idleCloseMilliseconds {
+            lastSequence = exchange.sequence
+            start(.idle, idle)
+        }
+    }
+
+    /// The output buffer is empty.
+    public func drained() {
+        // After the client's FIN the outcome is not known yet: see `settle()`.
+        if !awaitingDrain.isEmpty, readSide.isFinished == false {
+            completeAwaitingDrain(.completed)
+        }
+        switch state {
+        case .closed: return
+        case .draining(let abort): perform(abort)
+        case .closingWhenDrained: closeGracefully(after: nil)
+        default: updateReadInterest()
+        }
+    }
+
+    private func completeAwaitingDrain(_ outcome: ExchangeOutcome) {
+        // Swapped out first, so completing may queue more; the buffer goes back for reuse.
+        var drained: [Exchange] = []
+        swap(&drained, &awaitingDrain)
+        for exchange in drained { complete(exchange, outcome) }
+        if awaitingDrain.isEmpty {
+            drained.removeAll(keepingCapacity: true)
+            awaitingDrain = drained
+        }
+    }
+
+    /// The client sent FIN before its responses were complete. Either it half-closed and is still reading
+    /// (the responses arrive: `completed`), or it closed the socket, typically a client-side timeout, and its
+    /// kernel answers our bytes with RST (`client-closed`). FIN alone cannot tell the two apart; the RST can,
+    /// and on loopback it is back within microseconds. So wait briefly, look, then close.
+    private func settle() {
+        guard state != .closed, state != .settling else { return }
+        transition(to: .settling)
+        start(.settle, settings.settleMilliseconds)
+    }
+
+    private func settled() {
+        switch state {
+        case .settling:
+            completeAwaitingDrain(io.peerHasReset || io.pendingOutput > 0 ? .clientClosed : .completed)
+            teardown(.cancelled)
+        case .waiting:
+            // A FIN during a wait step: the probe tells a client that left from one that half-closed.
+            guard io.peerHasReset, case .finished(let at) = readSide else { return }
+            if let exchange = exchanges.first, exchange.bytesWritten == 0 {
+                complete(exchange, .clientClosed, at: at)
+                exchanges.removeFirst()
+            }
+            teardown(.clientClosed)
+        default:
+            break
+        }
+    }
+
+    /// A close, reset or shutdown, with the output already drained.
+    private func perform(_ abort: ConnectionAbort) {
+        guard let exchange = exchanges.first else { return }
+        let byFault = exchange.script?.fault != nil
+        switch abort {
+        case .reset:
+            complete(exchange, .resetSent)
+            exchanges.removeFirst()
+            teardown(.cancelled, abortive: true)
+        case .close:
+            complete(exchange, byFault ? .closedByFault : .completed)
+            exchanges.removeFirst()
+            closeGracefully(after: exchange)
+        case .shutdownWrite:
+            io.shutdownWrite()
+            complete(exchange, .halfClosed)
+            exchanges.removeFirst()
+            // Requests that arrive from now on are journaled but can never be answered.
+            transition(to: .halfClosed)
+            if case .finished = readSide { teardown(.cancelled) }
+        }
+    }
+
+    /// Sends FIN and reads the client's input until it closes (or the linger timer fires), then closes.
+    /// Exchanges still queued behind a closing response are never answered: journaled as cancelled.
+    /// `last` is the response that closes the connection, when known.
+    private func closeGracefully(after last: Exchange?) {
+        guard !isClosing else { return }
+        for exchange in exchanges { complete(exchange, .cancelled) }
+        exchanges.removeAll()
+        if case .finished = readSide {
+            if awaitingDrain.isEmpty { teardown(.cancelled) } else { settle() }
+            return
+        }
+        let byPolicy = last?.script?.policyClose != nil
+        // The client said this was its last request: a plain close sends FIN after our bytes, and there is
+        // nothing a lingering close would protect. The close (FIN, socket teardown: as costly as the send) waits
+        // in the server's close queue until no timer or socket is ready, so a burst of delays expiring together
+        // sends every response before closing any connection. `closeFromQueue` looks for unread input.
+        if last?.clientWantsClose == true && awaitingDrain.isEmpty && io.pendingOutput == 0
+            && parser.bufferedByteCount == 0 {
+            cancel(.header)
+            transition(to: .closeQueued)
+            io.closeSoon()
+            return
+        }
+        linger(readsLateRequests: byPolicy)
+    }
+
+    /// The server's close queue reached this connection. Closing with unread input would make the kernel
+    /// answer RST, which can destroy the response at the client: then it lingers after all.
+    public func closeFromQueue() {
+        guard state == .closeQueued else { return }
+        if io.hasUnreadInput { linger(readsLateRequests: false) } else { teardown(.cancelled) }
+    }
+
+    /// FIN, then read the client's input until it closes or the linger timer fires.
+    private func linger(readsLateRequests: Bool) {
+        transition(to: .lingering(readsLateRequests: readsLateRequests))
+        io.shutdownWrite()
+        cancel(.header)
+        if readSide == .paused {
+            readSide = .open
+            io.setReading(true)
+        }
+        start(.linger, settings.lingerMilliseconds)
+        if readsLateRequests { journalLateRequests() }
+    }
+
+    private func complete(_ exchange: Exchange, _ outcome: ExchangeOutcome, at: UInt64? = nil) {
+        guard exchange.end() else { return }
+        io.finished(exchange, outcome, at: at)
+    }
+
+    // MARK: - Connection events
+
+    /// The client shut down its sending side. It may still be reading (a half-close after sending), so
+    /// queued responses go on; once they are done, we close.
+    public func peerFinished() {
+        guard state != .closed, !readSide.isFinished else { return }
+        let now = io.now().monotonicNanos
+        readSide = .finished(at: now)
+        if parser.hasPartialRequest {
+            let error = HTTPParseError(
+                status: 400, reason: "connection closed by the client in the middle of a request",
+                head: nil, requestLinePrefix: parser.partialRequestLine)
+            io.journalUnanswered(nil, error, nextContext(), .rejected)
+        }
+        cancel(.header)
+        switch state {
+        case .hanging:
+            if let exchange = exchanges.first { complete(exchange, .hangReleased); exchanges.removeFirst() }
+            teardown(.clientClosed)
+        case .halfClosed, .lingering, .closeQueued:
+            teardown(.clientClosed)
+        case .idle where exchanges.isEmpty:
+            if awaitingDrain.isEmpty && io.pendingOutput == 0 { teardown(.cancelled) } else { settle() }
+        case .waiting:
+            // Did the client leave, or only half-close? Ask its kernel: a closed socket answers RST.
+            io.probePeer()
+            start(.settle, settings.settleMilliseconds)
+        default:
+            break
+        }
+    }
+
+    /// The client's input failed (ECONNRESET): it is gone. Whatever was in progress ends here.
+    public func peerFailed() {
+        if !readSide.isFinished { readSide = .finished(at: io.now().monotonicNanos) }
+        teardown(.clientClosed)
+    }
+
+    /// Ends the connection. Exchanges not yet answered get `outcome` (the head one `hang-released` when a hang
+    /// ends because the client left).
+    public func teardown(_ outcome: ExchangeOutcome, abortive: Bool = false) {
+        guard state != .closed else { return }
+        if state == .hanging, let head = exchanges.first {
+            complete(head, outcome == .clientClosed ? .hangReleased : outcome)
+            exchanges.removeFirst()
+        }
+        for exchange in exchanges { complete(exchange, outcome) }
+        exchanges.removeAll()
+        // Fully written responses whose bytes were still queued, or whose client is gone, may not have arrived.
+        if !awaitingDrain.isEmpty {
+            completeAwaitingDrain(io.pendingOutput > 0 || outcome == .clientClosed ? .clientClosed : .completed)
+        }
+        for timer in HTTP1Timer.allCases where isArmed(timer) { io.cancelTimer(timer) }
+        armed = 0
+        state = .closed
+        io.close(abortive: abortive)
+    }
+}
+
+extension HTTP1Connection.ReadSide {
+    var isFinished: Bool {
+        if case .finished = self { return true }
+        return false
+    }
+}

@@ -1,0 +1,115 @@
+/// The protocols an exchange can be carried by. A fault declares the ones it can be rendered on
+/// (`FaultName.protocols`); the HTTP/1.1 codec is the only one today (ARCHITECTURE §4).
+public enum ExchangeProtocol: String, Sendable, CaseIterable {
+    case http1 = "http/1.1"
+    case http2 = "h2"
+}
+
+/// How a script ends a connection on purpose. Every one is carried out by the transport, below HTTP, so it
+/// works the same under TLS.
+public enum ConnectionAbort: Sendable, Equatable {
+    /// RST: `SO_LINGER {1, 0}` then close. The client sees "connection reset".
+    case reset
+    /// Flush what was written, then FIN (a lingering close: the client's late bytes are read, not answered).
+    case close
+    /// Flush, then `shutdown(SHUT_WR)`: the client sees FIN while the server keeps reading (half-close).
+    case shutdownWrite
+}
+
+/// The status line and header section of a response, protocol-neutral. An immutable class: the engine builds
+/// the heads of plain steps once, at load, and every request they answer shares them.
+///
+/// `http1` is the head already serialized for HTTP/1.1 (RFC 9112 §4): the HTTP/1.1 codec writes it as it is.
+/// An HTTP/2 codec reads `status` and `headers` and skips the connection-specific fields (RFC 9113 §8.2.2).
+public final class ResponseHead: Sendable, Equatable {
+    public let status: Int
+    public let headers: HTTPHeaders
+    /// The body is sent with chunked framing: each `body` step is one chunk, `end` writes the last chunk.
+    public let chunked: Bool
+    public let http1: [UInt8]
+
+    /// `bodyLength` is what `Content-Length` announces when the headers do not frame the body themselves;
+    /// `close` adds `Connection: close` (HTTP/1.1 only).
+    public init(status: Int, headers: HTTPHeaders, bodyLength: Int, close: Bool) {
+        self.status = status
+        self.headers = headers
+        chunked = headers["transfer-encoding"]?.lowercased().contains("chunked") ?? false
+        http1 = HTTPResponse(status: status, headers: headers).serializedHead(close: close, bodyLength: bodyLength)
+    }
+
+    public static func == (lhs: ResponseHead, rhs: ResponseHead) -> Bool {
+        lhs === rhs || (lhs.status == rhs.status && lhs.headers == rhs.headers && lhs.http1 == rhs.http1)
+    }
+}
+
+/// One protocol-neutral step of a response (ARCHITECTURE §4). The engine builds a script of these; the
+/// exchange's codec renders each: bytes for HTTP/1.1 (`HTTP1Renderer`), frames for HTTP/2.
+public enum ScriptStep: Sendable, Equatable {
+    /// The status and header section. HTTP/1.1: the status line and fields; HTTP/2: a HEADERS frame.
+    case head(ResponseHead)
+    /// Body bytes. HTTP/1.1: as they are, or as one chunk when the head is chunked; HTTP/2: DATA.
+    case body([UInt8])
+    /// Wait this many milliseconds (a loop timer) before the next step.
+    case wait(milliseconds: Int)
+    /// The response is complete. HTTP/1.1: the last chunk when chunked; HTTP/2: END_STREAM.
+    case end
+    /// Bytes for the connection as they are, framed by no codec: the faults that break HTTP/1.1's own syntax
+    /// (`garbage`, `malformed-chunk`, `overlong-body`). Only HTTP/1.1 can carry them.
+    case raw([UInt8])
+    /// Abandon this exchange mid-response. HTTP/1.1 has no other way than closing the connection (FIN after
+    /// what was written); HTTP/2 resets the stream.
+    case abortExchange
+    /// End the whole connection now, after what was written.
+    case abortConnection(ConnectionAbort)
+    /// Send nothing more; released only when the client closes or the server stops.
+    case hang
+}
+
+/// Why the server closed a connection on its own, after a complete response: the connection policy. Marked
+/// on the response that was the connection's last, so a test can prove the stale keep-alive race.
+public enum PolicyClose: String, Sendable, Equatable {
+    /// `connections.maxRequests`: the connection served its last request.
+    case maxRequests = "max-requests"
+    /// `connections.idleCloseMs`: the kept-alive connection sat idle too long.
+    case idleClose = "idle-close"
+}
+
+/// What the server will do for one request: the steps plus the facts the journal records about them.
+public struct ResponseScript: Sendable, Equatable {
+    public var steps: [ScriptStep]
+    /// The status the head carries; nil for scripts that send no head (`reset`, `garbage`, …).
+    public var status: Int?
+    public var fault: String?
+    /// Whether the connection stays open for another request once the steps are done.
+    public var keepAlive: Bool
+    /// Close the kept-alive connection if no request starts within this many milliseconds of the response.
+    public var idleCloseMilliseconds: Int?
+    /// Set when the connection policy ends the connection after this response (`maxRequests`).
+    public var policyClose: PolicyClose?
+    /// The well-formed response the step describes (before any fault breaks it), when the engine asked
+    /// for it: what an idempotent route stores for replay.
+    public var response: HTTPResponse?
+
+    public init(steps: [ScriptStep], status: Int?, fault: String? = nil, keepAlive: Bool) {
+        self.steps = steps
+        self.status = status
+        self.fault = fault
+        self.keepAlive = keepAlive
+    }
+
+    /// A plain response that honours the client's keep-alive wish (RFC 9112 §9.3) and HEAD (no body).
+    public static func simple(for request: HTTPRequest, response: HTTPResponse) -> ResponseScript {
+        var response = response
+        let keepAlive = request.head.clientWantsKeepAlive
+        if keepAlive && request.head.version == .http1_0 {
+            response.headers.append(name: "Connection", value: "keep-alive")
+        }
+        let head = ResponseHead(
+            status: response.status, headers: response.headers, bodyLength: response.body.count, close: !keepAlive)
+        var steps: [ScriptStep] = [.head(head)]
+        if request.method != "HEAD" && !response.body.isEmpty { steps.append(.body(response.body)) }
+        steps.append(.end)
+        if !keepAlive { steps.append(.abortConnection(.close)) }
+        return ResponseScript(steps: steps, status: response.status, keepAlive: keepAlive)
+    }
+}
