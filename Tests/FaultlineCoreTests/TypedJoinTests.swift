@@ -59,15 +59,22 @@ import Testing
     @Test func aRouteNamedLikeARateLimitIsJudgedAsARoute() throws {
         let scenario = """
             {"name": "look-alike", "expect": {"maxAttempts": 1},
-             "rateLimits": [{"id": "x", "path": "/limited", "limit": 100, "windowMs": 60000}],
              "routes": [{"id": "rate-limit:x", "match": {"method": "GET", "path": "/b"}, "responses": [{"status": 503}]}]}
             """
-        let (_, entries, report) = try Self.report([scenario], [(0, "GET", "/b"), (100, "GET", "/b")])
+        // Another scenario whose rate-limit rule is called "x": the route's requests are not its own.
+        let limits = """
+            {"name": "limits", "expect": {"maxAttempts": 1},
+             "rateLimits": [{"id": "x", "path": "/limited", "limit": 100, "windowMs": 60000}],
+             "routes": [{"id": "c", "match": {"method": "GET", "path": "/c"}, "responses": [{"status": 200}]}]}
+            """
+        let (_, entries, report) = try Self.report([scenario, limits], [(0, "GET", "/b"), (100, "GET", "/b")])
         #expect(entries.map(\.route) == [.route("rate-limit:x"), .route("rate-limit:x")])
         #expect(entries.map { $0.json()["route"] } == [.string("rate-limit:x"), .string("rate-limit:x")])
         let attempts = try #require(Self.verdict(report, "look-alike", "maxAttempts"))
         #expect(attempts["passed"] == .bool(false), "\(attempts)")
         #expect(attempts["evidence"] == .array([.int(1), .int(2)]))
+        let others = try #require(Self.verdict(report, "limits", "maxAttempts"))
+        #expect(others["passed"] == .bool(true), "\(others)")
     }
 
     @Test func aRetryAfterJudgementBelongsToItsOwnRouteOnly() throws {
