@@ -93,12 +93,12 @@ import Testing
         #expect(status("a") == 503)
     }
 
-    @Test func matchingUsesEveryCondition() {
+    @Test func matchingUsesEveryCondition() throws {
         let route = Route(
             id: "search",
             match: RouteMatch(
                 methods: ["POST"], path: Self.path("/v1/items/{id}"),
-                query: [("mode", .equals("full"))], headers: [("X-Token", .regex("^t[0-9]+$"))],
+                query: [("mode", .equals("full"))], headers: [("X-Token", .regex(try CompiledRegex("^t[0-9]+$")))],
                 body: .contains("widget")),
             responses: [ResponseStep(status: 200)])
         let engine = Engine(scenarios: [Self.scenario([route])])
