@@ -176,9 +176,8 @@ extension Engine {
         var context = TemplateContext(pathParameters: [:], input: input, requestID: requestID, resourceID: { 0 })
         var random = SeededRandom(seed: UInt64(requestID))
         let plan = ResponsePlanner.plan(PreparedStep(step), for: request, context: &context, random: &random)
-        let decision = Decision(scenario: nil, route: nil, step: nil, unmatched: nil, plan: plan)
+        let decision = Decision(scenario: nil, route: .tokenEndpoint, step: nil, unmatched: nil, plan: plan)
         decision.completion = ExchangeCompletion(generation: generation, refresh: true)
-        decision.route = .tokenEndpoint
         return decision
     }
 
