@@ -8,8 +8,8 @@ cd "$(dirname "$0")/.."
 swiftc="${SWIFTC:-swiftc}"
 build=".build/hotpath"
 mkdir -p "$build"
-# Built like the release server: optimized, whole module, no run-time exclusivity checks (Package.swift).
-flags=(-swift-version 6 -O -wmo -enforce-exclusivity=unchecked -parse-as-library)
+# Built like the release server: optimized, whole module (Package.swift sets no unsafe flags).
+flags=(-swift-version 6 -O -wmo -parse-as-library)
 core_sources=()
 while IFS= read -r file; do core_sources+=("$file"); done < <(find Sources/FaultlineCore -name '*.swift' | sort)
 root="$PWD"

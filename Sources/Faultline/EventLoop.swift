@@ -13,7 +13,6 @@ final class EventLoop: @unchecked Sendable {
     private let wakeFD: Int32
     private var wakeEvent: OpaquePointer?
     private let queue = Mutex<[@Sendable () -> Void]>([])
-    private let threadID = Mutex<pthread_t?>(nil)
     private let finished = Mutex<[CheckedContinuation<Void, Never>]?>([])
 
     init() throws(ServerError) {
@@ -64,7 +63,6 @@ final class EventLoop: @unchecked Sendable {
     }
 
     private func runOnThisThread() {
-        threadID.withLock { $0 = pthread_self() }
         event_base_loop(base, 0)
         // Anything posted after the loop ended would never run; run it here so no caller waits forever.
         drainQueue()
@@ -73,10 +71,6 @@ final class EventLoop: @unchecked Sendable {
             return waiters ?? []
         }
         waiters.forEach { $0.resume() }
-    }
-
-    var isOnLoopThread: Bool {
-        threadID.withLock { id in id.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
     }
 
     /// Runs `work` on the loop thread, soon. Safe from any thread.
@@ -158,8 +152,6 @@ final class LoopTimer {
         event_base_update_cache_time(loop.base)
         event_add(event, &delay)
     }
-
-    var isPending: Bool { action != nil }
 
     func cancel() {
         action = nil

@@ -98,7 +98,7 @@ final class RequestLog {
         }
         if let route = entry.route {
             line.append(0x20)
-            line += route.utf8
+            line += route.description.utf8
             if let step = entry.step {
                 line.append(0x5B)
                 line += String(step).utf8

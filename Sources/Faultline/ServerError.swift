@@ -10,15 +10,12 @@ public enum ServerError: Error, Sendable, Equatable, CustomStringConvertible {
     case system(call: String, errno: Int32)
     /// The address to listen on could not be used.
     case cannotListen(host: String, port: Int, reason: String)
-    /// The server has stopped.
-    case stopped
 
     public var description: String {
         switch self {
         case .libevent(let call): return "libevent: \(call) failed"
         case .system(let call, let code): return "\(call): \(String(cString: strerror(code)))"
         case .cannotListen(let host, let port, let reason): return "cannot listen on \(host):\(port): \(reason)"
-        case .stopped: return "the server has stopped"
         }
     }
 }

@@ -22,10 +22,10 @@ import Testing
         entry.outcome = outcome
         entry.bytesWritten = status == nil ? 0 : 150
         entry.finishedAtMonotonicNanos = durationMs.map { 5_000_000_000 + $0 * 1_000_000 }
-        entry.route = "echo"
+        entry.route = .route("echo")
         entry.scenario = "exports"
         entry.step = 0
-        entry.notes = ["auth: ok"]
+        entry.notes = [.remark("auth: ok")]
         return entry
     }
 

@@ -30,7 +30,7 @@ import Testing
         #expect(engine.decide(Self.request("GET", "/api/me", bearer("token-1")), requestID: 2).script.status == 200)
         #expect(engine.decide(Self.request("GET", "/api/me", bearer("token-1")), requestID: 3).script.status == 200)
         let expired = engine.decide(Self.request("GET", "/api/me", bearer("token-1")), requestID: 4)
-        #expect(expired.script.status == 401 && expired.notes == ["auth: stale token, 401"])
+        #expect(expired.script.status == 401 && expired.notes == [.remark("auth: stale token, 401")])
 
         let call = engine.decide(Self.request("POST", "/token", [("Content-Type", "application/x-www-form-urlencoded")],
                                               body: "grant_type=refresh_token&refresh_token=r-1"), requestID: 5, now: Self.at(10))
@@ -65,9 +65,9 @@ import Testing
         // 300 ms later is 700 ms early for a 1000 ms Retry-After.
         let early = engine.decide(Self.request("GET", "/s"), requestID: 4, now: Self.at(500))
         #expect(early.script.status == 429)
-        #expect(early.notes.first?.contains("ms early") == true, "\(early.notes)")
+        #expect(early.notes.first?.description.contains("ms early") == true, "\(early.notes)")
         let onTime = engine.decide(Self.request("GET", "/s"), requestID: 5, now: Self.at(1600))
-        #expect(onTime.script.status == 200 && onTime.notes.first?.hasSuffix("honoured") == true, "\(onTime.notes)")
+        #expect(onTime.script.status == 200 && onTime.notes.first?.description.hasSuffix("honoured") == true, "\(onTime.notes)")
     }
 
     static let orders = """
@@ -140,7 +140,7 @@ import Testing
         let engine = try Self.engine(json)
         #expect(engine.decide(Self.request("GET", "/m"), requestID: 1, now: Self.at(0)).script.status == 503)
         let retry = engine.decide(Self.request("GET", "/m"), requestID: 2, now: Self.at(1500))
-        #expect(retry.notes == ["retry-after: request came 1500 ms after #1's 2000 ms: 500 ms early"])
+        #expect(retry.notes == [.remark("retry-after: request came 1500 ms after #1's 2000 ms: 500 ms early")])
         let tracker = engine.stateJSON(now: Self.at(1600))["retryAfter"]
         #expect(tracker?["early"] == .int(1))
     }
@@ -169,7 +169,7 @@ import Testing
         let engine = try Self.engine(Self.limited)
         _ = engine.decide(Self.request("GET", "/s"), requestID: 1)
         _ = engine.decide(Self.request("GET", "/s"), requestID: 2)
-        #expect(engine.decide(Self.request("GET", "/s"), requestID: 3).route == "rate-limit:s")
+        #expect(engine.decide(Self.request("GET", "/s"), requestID: 3).route == .rateLimit("s"))
     }
 
     @Test func tokenTemplateIsTheCurrentAccessToken() throws {

@@ -312,11 +312,11 @@ struct RetryAfterTrackerTests {
     @Test("a retry before the advertised time is early by the difference")
     func earlyRetry() {
         var tracker = RetryAfterTracker()
-        tracker.advertised(key: "k", sequence: 1, status: 429, retryAfter: "2", waitMilliseconds: 2000,
+        tracker.advertised(key: .rateLimit(id: "k", bucket: ""), sequence: 1, status: 429, retryAfter: "2", waitMilliseconds: 2000,
                            nowMilliseconds: 10_000)
-        let observation = tracker.arrived(key: "k", sequence: 2, nowMilliseconds: 11_500)
+        let observation = tracker.arrived(key: .rateLimit(id: "k", bucket: ""), sequence: 2, nowMilliseconds: 11_500)
         #expect(observation == RetryAfterTracker.Observation(
-            key: "k", advertisedSequence: 1, retrySequence: 2, advertisedWaitMilliseconds: 2000,
+            key: .rateLimit(id: "k", bucket: ""), advertisedSequence: 1, retrySequence: 2, advertisedWaitMilliseconds: 2000,
             actualWaitMilliseconds: 1500, earlyByMilliseconds: 500))
         #expect(observation?.honoured == false)
         #expect(tracker.pending.isEmpty)
@@ -325,9 +325,9 @@ struct RetryAfterTrackerTests {
     @Test("a retry at or after the advertised time is honoured", arguments: [(12_000, 2000), (15_250, 5250)])
     func honouredRetry(arrival: UInt64, actualWait: Int) {
         var tracker = RetryAfterTracker()
-        tracker.advertised(key: "k", sequence: 4, status: 503, retryAfter: "2", waitMilliseconds: 2000,
+        tracker.advertised(key: .rateLimit(id: "k", bucket: ""), sequence: 4, status: 503, retryAfter: "2", waitMilliseconds: 2000,
                            nowMilliseconds: 10_000)
-        let observation = tracker.arrived(key: "k", sequence: 9, nowMilliseconds: arrival)
+        let observation = tracker.arrived(key: .rateLimit(id: "k", bucket: ""), sequence: 9, nowMilliseconds: arrival)
         #expect(observation?.earlyByMilliseconds == 0)
         #expect(observation?.actualWaitMilliseconds == actualWait)
         #expect(observation?.honoured == true)
@@ -337,32 +337,32 @@ struct RetryAfterTrackerTests {
     @Test("only the next request with the same key is judged, and only once")
     func judgedOnce() {
         var tracker = RetryAfterTracker()
-        #expect(tracker.arrived(key: "k", sequence: 1, nowMilliseconds: 0) == nil)
-        tracker.advertised(key: "k", sequence: 2, status: 429, retryAfter: "1", waitMilliseconds: 1000,
+        #expect(tracker.arrived(key: .rateLimit(id: "k", bucket: ""), sequence: 1, nowMilliseconds: 0) == nil)
+        tracker.advertised(key: .rateLimit(id: "k", bucket: ""), sequence: 2, status: 429, retryAfter: "1", waitMilliseconds: 1000,
                            nowMilliseconds: 0)
         // The limited request itself is not its own retry.
-        #expect(tracker.arrived(key: "k", sequence: 2, nowMilliseconds: 0) == nil)
-        #expect(tracker.arrived(key: "other", sequence: 3, nowMilliseconds: 100) == nil)
+        #expect(tracker.arrived(key: .rateLimit(id: "k", bucket: ""), sequence: 2, nowMilliseconds: 0) == nil)
+        #expect(tracker.arrived(key: .rateLimit(id: "other", bucket: ""), sequence: 3, nowMilliseconds: 100) == nil)
         #expect(tracker.pending.map(\.sequence) == [2])
-        #expect(tracker.arrived(key: "k", sequence: 4, nowMilliseconds: 200)?.earlyByMilliseconds == 800)
-        #expect(tracker.arrived(key: "k", sequence: 5, nowMilliseconds: 300) == nil)
+        #expect(tracker.arrived(key: .rateLimit(id: "k", bucket: ""), sequence: 4, nowMilliseconds: 200)?.earlyByMilliseconds == 800)
+        #expect(tracker.arrived(key: .rateLimit(id: "k", bucket: ""), sequence: 5, nowMilliseconds: 300) == nil)
         #expect(tracker.observations.count == 1)
     }
 
     @Test("advertisements pending for one key are answered oldest first")
     func queueing() {
         var tracker = RetryAfterTracker()
-        tracker.advertised(key: "k", sequence: 1, status: 429, retryAfter: "1", waitMilliseconds: 1000,
+        tracker.advertised(key: .rateLimit(id: "k", bucket: ""), sequence: 1, status: 429, retryAfter: "1", waitMilliseconds: 1000,
                            nowMilliseconds: 0)
-        tracker.advertised(key: "j", sequence: 2, status: 429, retryAfter: "1", waitMilliseconds: 1000,
+        tracker.advertised(key: .rateLimit(id: "j", bucket: ""), sequence: 2, status: 429, retryAfter: "1", waitMilliseconds: 1000,
                            nowMilliseconds: 0)
-        tracker.advertised(key: "k", sequence: 3, status: 503, retryAfter: "5", waitMilliseconds: 5000,
+        tracker.advertised(key: .rateLimit(id: "k", bucket: ""), sequence: 3, status: 503, retryAfter: "5", waitMilliseconds: 5000,
                            nowMilliseconds: 2000)
         #expect(tracker.pending.map(\.sequence) == [1, 2, 3])
         // The first retry with "k" answers #1 (long passed), the second answers #3 (early by 3 s).
-        let first = tracker.arrived(key: "k", sequence: 4, nowMilliseconds: 4000)
+        let first = tracker.arrived(key: .rateLimit(id: "k", bucket: ""), sequence: 4, nowMilliseconds: 4000)
         #expect(first?.advertisedSequence == 1 && first?.earlyByMilliseconds == 0)
-        let second = tracker.arrived(key: "k", sequence: 5, nowMilliseconds: 4000)
+        let second = tracker.arrived(key: .rateLimit(id: "k", bucket: ""), sequence: 5, nowMilliseconds: 4000)
         #expect(second?.advertisedSequence == 3)
         #expect(second?.earlyByMilliseconds == 3000)
         #expect(second?.actualWaitMilliseconds == 2000)
@@ -372,20 +372,20 @@ struct RetryAfterTrackerTests {
     @Test("stateJSON reports counts, observations and pending advertisements; reset clears them")
     func stateAndReset() {
         var tracker = RetryAfterTracker()
-        tracker.advertised(key: "a", sequence: 1, status: 429, retryAfter: "1", waitMilliseconds: 1000,
+        tracker.advertised(key: .rateLimit(id: "a", bucket: ""), sequence: 1, status: 429, retryAfter: "1", waitMilliseconds: 1000,
                            nowMilliseconds: 100)
-        tracker.arrived(key: "a", sequence: 2, nowMilliseconds: 600)
-        tracker.advertised(key: "b", sequence: 3, status: 503, retryAfter: "2", waitMilliseconds: 2000,
+        tracker.arrived(key: .rateLimit(id: "a", bucket: ""), sequence: 2, nowMilliseconds: 600)
+        tracker.advertised(key: .route(id: "b", partition: "p"), sequence: 3, status: 503, retryAfter: "2", waitMilliseconds: 2000,
                            nowMilliseconds: 700)
-        let expected = #"{"retries":1,"honoured":0,"early":1,"observations":[{"key":"a","advertisedSequence":1,"#
+        let expected = #"{"retries":1,"honoured":0,"early":1,"observations":[{"key":"rate-limit a []","advertisedSequence":1,"#
             + #""retrySequence":2,"advertisedWaitMs":1000,"actualWaitMs":500,"earlyByMs":500,"honoured":false}],"#
-            + #""pending":[{"key":"b","sequence":3,"status":503,"retryAfter":"2","sentAtMs":700,"#
+            + #""pending":[{"key":"route b [p]","sequence":3,"status":503,"retryAfter":"2","sentAtMs":700,"#
             + #""earliestRetryMs":2700}]}"#
         #expect(tracker.stateJSON().serialized() == expected)
         tracker.reset()
         #expect(tracker.observations.isEmpty)
         #expect(tracker.pending.isEmpty)
-        #expect(tracker.arrived(key: "b", sequence: 4, nowMilliseconds: 800) == nil)
+        #expect(tracker.arrived(key: .route(id: "b", partition: "p"), sequence: 4, nowMilliseconds: 800) == nil)
     }
 
     @Test("only the newest observations are kept, so memory stays bounded; the counts stay exact")
@@ -393,15 +393,15 @@ struct RetryAfterTrackerTests {
         var tracker = RetryAfterTracker(observationCapacity: 3)
         // One connection, each request the retry of the one before: 9 advertisements, 8 early retries.
         for sequence in 1...9 {
-            tracker.arrived(key: "k", sequence: sequence, nowMilliseconds: UInt64(sequence), connection: 1)
-            tracker.advertised(key: "k", sequence: sequence, status: 503, retryAfter: "1", waitMilliseconds: 1000,
+            tracker.arrived(key: .rateLimit(id: "k", bucket: ""), sequence: sequence, nowMilliseconds: UInt64(sequence), connection: 1)
+            tracker.advertised(key: .rateLimit(id: "k", bucket: ""), sequence: sequence, status: 503, retryAfter: "1", waitMilliseconds: 1000,
                                nowMilliseconds: UInt64(sequence), connection: 1)
         }
         #expect(tracker.retries == 8 && tracker.early == 8)
         #expect(tracker.observations.map(\.retrySequence) == [7, 8, 9])
         let state = tracker.stateJSON().serialized()
         #expect(state.hasPrefix(
-            #"{"retries":8,"honoured":0,"early":8,"observations":[{"key":"k","advertisedSequence":6,"#))
+            #"{"retries":8,"honoured":0,"early":8,"observations":[{"key":"rate-limit k []","advertisedSequence":6,"#))
         tracker.reset()
         #expect(tracker.retries == 0 && tracker.observations.isEmpty)
     }
@@ -410,13 +410,13 @@ struct RetryAfterTrackerTests {
     func boundedPending() {
         var tracker = RetryAfterTracker(observationCapacity: 3)
         for sequence in 1...7 {
-            tracker.advertised(key: "k\(sequence)", sequence: sequence, status: 429, retryAfter: "1",
+            tracker.advertised(key: .rateLimit(id: "k\(sequence)", bucket: ""), sequence: sequence, status: 429, retryAfter: "1",
                                waitMilliseconds: 1000, nowMilliseconds: 0)
         }
         // 6 pending reached twice the capacity: the newest 3 were kept, then one more came.
         #expect(tracker.pending.map(\.sequence) == [4, 5, 6, 7])
-        #expect(tracker.arrived(key: "k2", sequence: 8, nowMilliseconds: 2000) == nil, "k2 was dropped")
-        #expect(tracker.arrived(key: "k5", sequence: 9, nowMilliseconds: 2000)?.honoured == true)
+        #expect(tracker.arrived(key: .rateLimit(id: "k2", bucket: ""), sequence: 8, nowMilliseconds: 2000) == nil, "k2 was dropped")
+        #expect(tracker.arrived(key: .rateLimit(id: "k5", bucket: ""), sequence: 9, nowMilliseconds: 2000)?.honoured == true)
         #expect(tracker.pending.map(\.sequence) == [4, 6, 7])
     }
 

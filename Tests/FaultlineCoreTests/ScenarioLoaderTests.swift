@@ -110,7 +110,7 @@ struct ScenarioLoaderTests {
                     path: PathPattern(
                         segments: [.literal("v1"), .literal("products"), .parameter("id")], isPrefix: false,
                         source: "/v1/products/{id}"),
-                    query: [(name: "q", matcher: .equals("x")), (name: "page", matcher: .regex("^[0-9]+$"))],
+                    query: [(name: "q", matcher: .equals("x")), (name: "page", matcher: .regex(try CompiledRegex("^[0-9]+$")))],
                     headers: [
                         (name: "X-Test", matcher: .contains("abc")), (name: "Authorization", matcher: .present),
                         (name: "X-Gone", matcher: .absent), (name: "Accept", matcher: .equals("a/b")),

@@ -1,7 +1,7 @@
 import FaultlineCore
 
 /// The CPU work of one keep-alive request without sockets: parse wrk's request, journal it, decide it against
-/// the benchmark's stub (bench/plain-json.json) and complete it, as `Connection.received` does. Run N times by
+/// the benchmark's stub (bench/plain-json.json) and complete it, as the Dispatcher and the HTTP/1.1 codec do. Run N times by
 /// `scripts/hotpath.sh`, which counts instructions with callgrind: a figure that does not depend on a noisy
 /// machine, for telling whether a change to the request path made it cheaper.
 @main
@@ -20,6 +20,8 @@ struct HotPath {
         var parser = HTTPRequestParser()
         let request = Array("GET /item HTTP/1.1\r\nHost: 127.0.0.1:18081\r\n\r\n".utf8)
         var written = 0
+        var output: [UInt8] = []
+        output.reserveCapacity(4096)
         for index in 0..<requests {
             parser.append(request)
             while let event = parser.next() {
@@ -34,12 +36,14 @@ struct HotPath {
                 entry.scenarioVersion = decision.scenarioVersion
                 entry.route = decision.route
                 entry.step = decision.step
-                entry.status = decision.plan.status
+                entry.status = decision.script.status
                 entry.notes = decision.notes
                 let sequence = journal.record(consume entry)
-                for action in decision.plan.actions {
-                    if case .write(let bytes) = action { written += bytes.count }
-                }
+                // What the HTTP/1.1 codec does with the script: render its steps into one reused output buffer.
+                var renderer = HTTP1Renderer()
+                for step in decision.script.steps { renderer.render(step, into: &output) }
+                written += output.count
+                output.removeAll(keepingCapacity: true)
                 journal.update(sequence) {
                     $0.outcome = .completed
                     $0.bytesWritten = written

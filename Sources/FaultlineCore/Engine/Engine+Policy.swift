@@ -94,7 +94,7 @@ extension Engine {
     /// `extraHeaders` collects the RateLimit fields for the eventual response.
     func policyDecision(
         _ input: MatchInput, requestID: Int, client: String, now: EngineInstant,
-        extraHeaders: inout [(name: String, value: String)], notes: inout [String]
+        extraHeaders: inout [(name: String, value: String)], notes: inout [JournalNote]
     ) -> Decision? {
         let request = input.request
         if let authority = policy.authority {
@@ -104,7 +104,7 @@ extension Engine {
             if authority.protects(input.path) {
                 if let rejection = policy.authority!.authorize(
                     request.headers["authorization"], nowMilliseconds: now.monotonicMilliseconds) {
-                    notes.append("auth: \(rejection.rawValue) token, 401")
+                    notes.append(.remark("auth: \(rejection.rawValue) token, 401"))
                     return Decision(
                         scenario: nil, route: nil, step: nil, unmatched: nil,
                         script: Self.unauthorized(request, rejection, current: authority.currentToken))
@@ -119,11 +119,11 @@ extension Engine {
             case .clientAddress: bucket = client
             case .header(let name): bucket = request.headers[name] ?? ""
             }
-            let trackerKey = "rate-limit \(scoped.rule.id) [\(bucket)]"
+            let trackerKey = RetryAfterKey.rateLimit(id: scoped.rule.id, bucket: bucket)
             if let seen = policy.retryAfter.arrived(
                 key: trackerKey, sequence: requestID, nowMilliseconds: now.monotonicMilliseconds, connection: currentConnection,
             connectionOpenedAtMilliseconds: currentConnectionOpenedAt) {
-                notes.append(Self.describe(seen))
+                notes.append(.remark(Self.describe(seen)))
             }
             switch policy.limiter.check(
                 ruleIndex: index, bucketKey: bucket, nowMilliseconds: now.monotonicMilliseconds, wallSeconds: now.wallSeconds) {
@@ -134,7 +134,7 @@ extension Engine {
                 policy.retryAfter.advertised(
                     key: trackerKey, sequence: requestID, status: status, retryAfter: retryAfter, waitMilliseconds: wait,
                     nowMilliseconds: now.monotonicMilliseconds, connection: currentConnection)
-                notes.append("rate limit \(scoped.rule.id): \(status), Retry-After \(retryAfter)")
+                notes.append(.remark("rate limit \(scoped.rule.id): \(status), Retry-After \(retryAfter)"))
                 var response = HTTPResponse.json(status, .object([
                     ("error", .string(status == 429 ? "rate limited" : "service unavailable")),
                     ("limit", .string(scoped.rule.id)),
@@ -143,7 +143,7 @@ extension Engine {
                 for field in headers { response.headers.append(name: field.name, value: field.value) }
                 // Journaled under a route of its own, so `route=rate-limit:ID` finds every limited request.
                 let decision = Decision(
-                    scenario: nil, route: "rate-limit:\(scoped.rule.id)", step: nil, unmatched: nil,
+                    scenario: nil, route: .rateLimit(scoped.rule.id), step: nil, unmatched: nil,
                     script: ResponseScript.simple(for: request, response: response))
                 decision.notes = notes
                 return decision
@@ -152,7 +152,7 @@ extension Engine {
         return nil
     }
 
-    private func tokenCall(_ input: MatchInput, requestID: Int, now: EngineInstant, notes: inout [String]) -> Decision {
+    private func tokenCall(_ input: MatchInput, requestID: Int, now: EngineInstant, notes: inout [JournalNote]) -> Decision {
         let request = input.request
         policy.authority!.refreshStarted()
         let steps = policy.authority!.config.refreshSteps
@@ -164,21 +164,20 @@ extension Engine {
             case .issued(let body):
                 step.body = .json(body)
                 step.headers.append((name: "Cache-Control", value: "no-store"))
-                notes.append("auth: token call issued \(policy.authority!.currentToken)")
+                notes.append(.remark("auth: token call issued \(policy.authority!.currentToken)"))
             case .invalidGrant(let reason):
                 step.status = 400
                 step.body = .json(.object([("error", .string("invalid_grant")), ("error_description", .string(reason))]))
-                notes.append("auth: token call rejected, \(reason)")
+                notes.append(.remark("auth: token call rejected, \(reason)"))
             }
         } else {
-            notes.append("auth: token call answered by refresh step \(min(policy.refreshServed, steps.count) - 1)")
+            notes.append(.remark("auth: token call answered by refresh step \(min(policy.refreshServed, steps.count) - 1)"))
         }
         var context = TemplateContext(pathParameters: [:], input: input, requestID: requestID, resourceID: { 0 })
         var random = SeededRandom(seed: UInt64(requestID))
         let plan = ResponsePlanner.plan(PreparedStep(step), for: request, context: &context, random: &random)
-        let decision = Decision(scenario: nil, route: nil, step: nil, unmatched: nil, script: plan)
+        let decision = Decision(scenario: nil, route: .tokenEndpoint, step: nil, unmatched: nil, script: plan)
         decision.completion = ExchangeCompletion(generation: generation, refresh: true)
-        decision.route = "auth:token"
         return decision
     }
 
@@ -212,20 +211,20 @@ extension Engine {
     /// or the decision that answers instead (400 missing/invalid key, replay, 409, 422).
     func idempotencyGate(
         _ config: IdempotencyConfig, routeID: String, _ input: MatchInput, key: inout String?, now: EngineInstant,
-        notes: inout [String]
+        notes: inout [JournalNote]
     ) -> ResponseScript? {
         let request = input.request
         guard let raw = request.headers[config.header] else {
             if config.required {
-                notes.append("idempotency: \(config.header) missing, 400")
+                notes.append(.remark("idempotency: \(config.header) missing, 400"))
                 return Self.problem(request, 400, "Idempotency-Key is missing",
                                     "This operation requires an \(config.header) header.")
             }
-            notes.append("idempotency: no key")
+            notes.append(.remark("idempotency: no key"))
             return nil
         }
         guard let parsed = IdempotencyStore.parseKey(raw) else {
-            notes.append("idempotency: invalid key, 400")
+            notes.append(.remark("idempotency: invalid key, 400"))
             return Self.problem(request, 400, "Idempotency-Key is invalid",
                                 "\(config.header) must be a structured-field string, e.g. \"8e03978e-40d5\".")
         }
@@ -234,19 +233,19 @@ extension Engine {
             scope: routeID, key: parsed, fingerprint: fingerprint, nowMilliseconds: now.monotonicMilliseconds) {
         case .fresh:
             key = parsed
-            notes.append("idempotency: key \(parsed) first use")
+            notes.append(.remark("idempotency: key \(parsed) first use"))
             return nil
         case .replay(let stored):
-            notes.append("idempotency: key \(parsed) replayed the stored \(stored.status)")
+            notes.append(.remark("idempotency: key \(parsed) replayed the stored \(stored.status)"))
             var response = HTTPResponse(status: stored.status, headers: HTTPHeaders(stored.headers), body: stored.body)
             response.headers.append(name: "Idempotent-Replayed", value: "true")
             return ResponseScript.simple(for: request, response: response)
         case .inFlight:
-            notes.append("idempotency: key \(parsed) still in flight, 409")
+            notes.append(.remark("idempotency: key \(parsed) still in flight, 409"))
             return Self.problem(request, 409, "A request with this Idempotency-Key is being processed",
                                 "Retry once the first request has completed.")
         case .mismatch:
-            notes.append("idempotency: key \(parsed) reused with a different payload, 422")
+            notes.append(.remark("idempotency: key \(parsed) reused with a different payload, 422"))
             return Self.problem(request, 422, "Idempotency-Key reused with a different payload",
                                 "The key was first used for a different request.")
         }

@@ -5,7 +5,9 @@ public final class Decision {
     public var scenario: String?
     /// The matched scenario's version (`Engine.version(of:)`): which edit of the file served the request.
     public var scenarioVersion: Int?
-    public var route: String?
+    /// What took the request: a scenario route, the token endpoint or a rate-limit rule; nil when nothing did
+    /// (unmatched, or refused by auth). The journal prints it with `DecisionSource.description`.
+    public var route: DecisionSource?
     /// Zero-based index into the route's `responses`.
     public var step: Int?
     /// Set when no route took the request: the nearest route and why it missed.
@@ -15,12 +17,13 @@ public final class Decision {
     public var script: ResponseScript
     /// Index of the matched route's scenario in the engine's `scenarios`.
     var scenarioIndex: Int?
-    /// What the policy layer did (auth, rate limits, idempotency, Retry-After judgements), for the journal.
-    public var notes: [String] = []
+    /// What the policy layer did (auth, rate limits, idempotency, Retry-After judgements) and the side effects
+    /// applied, for the journal.
+    public var notes: [JournalNote] = []
     /// Tell the engine when the exchange ends (`Engine.finish`).
     public var completion: ExchangeCompletion?
 
-    init(scenario: String?, route: String?, step: Int?, unmatched: UnmatchedInfo?, script: ResponseScript) {
+    init(scenario: String?, route: DecisionSource?, step: Int?, unmatched: UnmatchedInfo?, script: ResponseScript) {
         self.scenario = scenario
         self.route = route
         self.step = step
@@ -152,7 +155,7 @@ public final class Engine {
         currentConnectionOpenedAt = connectionOpenedAt
         let input = MatchInput(request: request)
         var extraHeaders: [(name: String, value: String)] = []
-        var notes: [String] = []
+        var notes: [JournalNote] = []
         let decision = policyDecision(
             input, requestID: requestID, client: client, now: now, extraHeaders: &extraHeaders, notes: &notes)
             ?? match(input, requestID: requestID, now: now, extraHeaders: extraHeaders, notes: &notes)
@@ -173,7 +176,7 @@ public final class Engine {
 
     private func match(
         _ input: MatchInput, requestID: Int, now: EngineInstant, extraHeaders: [(name: String, value: String)],
-        notes: inout [String]
+        notes: inout [JournalNote]
     ) -> Decision {
         let request = input.request
         for index in routes.indices {
@@ -200,17 +203,17 @@ public final class Engine {
 
     private func play(
         _ index: Int, _ input: MatchInput, _ parameters: [String: String], requestID: Int, now: EngineInstant,
-        extraHeaders: [(name: String, value: String)], notes: inout [String]
+        extraHeaders: [(name: String, value: String)], notes: inout [JournalNote]
     ) -> Decision {
         let loaded = routes[index]
         let sequenceBy = loaded.route.sequenceBy
         let partitionValue = sequenceBy == nil ? "" : partition(sequenceBy, input, parameters)
         // Scripted Retry-After (a 503 step, say) is judged per route and script partition.
-        let retryKey = { "route \(loaded.id) [\(partitionValue)]" }
+        let retryKey = { RetryAfterKey.route(id: loaded.id, partition: partitionValue) }
         if policy.retryAfter.hasPending, let seen = policy.retryAfter.arrived(
             key: retryKey(), sequence: requestID, nowMilliseconds: now.monotonicMilliseconds, connection: currentConnection,
             connectionOpenedAtMilliseconds: currentConnectionOpenedAt) {
-            notes.append(Self.describe(seen))
+            notes.append(.remark(Self.describe(seen)))
         }
         var idempotencyKey: String?
         if let config = loaded.idempotency, let answer = idempotencyGate(
@@ -292,7 +295,7 @@ public final class Engine {
         }
         if fault == nil && prepared.step.status < 400 || commits {
             policy.idempotency[loaded.id]?.recordSideEffect(scope: loaded.id, key: idempotencyKey)
-            notes.append("side effect: \(loaded.id) created a resource")
+            notes.append(.sideEffect(route: loaded.id))
         }
         if let idempotencyKey, let response = plan.response {
             let stored = StoredResponse(status: response.status, headers: response.headers.fields, body: response.body)
@@ -325,7 +328,7 @@ public final class Engine {
     /// A decision taken by `loaded`'s route; the one place that ties it to its scenario.
     private func routeDecision(_ loaded: LoadedRoute, step: Int?, script plan: ResponseScript) -> Decision {
         let decision = Decision(
-            scenario: loaded.scenario.name, route: loaded.id, step: step, unmatched: nil, script: plan)
+            scenario: loaded.scenario.name, route: .route(loaded.id), step: step, unmatched: nil, script: plan)
         decision.scenarioIndex = loaded.scenarioIndex
         decision.scenarioVersion = versions[loaded.scenarioIndex]
         return decision

@@ -173,7 +173,7 @@ public enum RouteMatcher {
         case .absent: return value == nil
         case .equals(let expected): return value == expected
         case .contains(let part): return value?.contains(part) ?? false
-        case .regex(let pattern): return value.map { RegexCache.matches(pattern, $0) } ?? false
+        case .regex(let regex): return value.map(regex.matches) ?? false
         }
     }
 
@@ -186,7 +186,7 @@ public enum RouteMatcher {
         case .absent: return "is present (\"\(value ?? "")\"), expected absent"
         case .equals(let expected): return "\(found), expected \"\(expected)\""
         case .contains(let part): return "\(found), expected it to contain \"\(part)\""
-        case .regex(let pattern): return "\(found), expected it to match /\(pattern)/"
+        case .regex(let regex): return "\(found), expected it to match /\(regex.pattern)/"
         }
     }
 
@@ -235,23 +235,29 @@ public enum JSONSubset {
     }
 }
 
-/// Compiled regular expressions, kept per pattern so matching does not recompile on every request.
-/// Confined to the loop thread, like the engine that uses it.
-enum RegexCache {
-    nonisolated(unsafe) private static var compiled: [String: NSRegularExpression] = [:]
+/// A regular expression (NSRegularExpression syntax) compiled once, when the scenario is loaded, and kept in
+/// the matcher that uses it, so matching never compiles and no state is shared between servers.
+/// Two are equal when their pattern text is: scenarios compare by what was written (hot reload uses `==`).
+public struct CompiledRegex: Sendable, Equatable, CustomStringConvertible {
+    /// The pattern as written in the scenario.
+    public let pattern: String
+    /// Immutable once made, so safe to use from any thread (NSRegularExpression is Sendable).
+    private let expression: NSRegularExpression
 
-    static func matches(_ pattern: String, _ value: String) -> Bool {
-        let regex: NSRegularExpression
-        if let cached = compiled[pattern] {
-            regex = cached
-        } else {
-            guard let made = try? NSRegularExpression(pattern: pattern) else { return false }
-            compiled[pattern] = made
-            regex = made
-        }
-        let range = NSRange(value.startIndex..<value.endIndex, in: value)
-        return regex.firstMatch(in: value, range: range) != nil
+    /// Compiles `pattern`; throws when it is not a valid regular expression.
+    public init(_ pattern: String) throws {
+        self.pattern = pattern
+        expression = try NSRegularExpression(pattern: pattern)
     }
+
+    /// Whether the expression matches somewhere in `value`.
+    public func matches(_ value: String) -> Bool {
+        expression.firstMatch(in: value, range: NSRange(value.startIndex..<value.endIndex, in: value)) != nil
+    }
+
+    public var description: String { pattern }
+
+    public static func == (lhs: CompiledRegex, rhs: CompiledRegex) -> Bool { lhs.pattern == rhs.pattern }
 }
 
 /// Percent-decoding for paths and query strings (RFC 3986 §2.1). Invalid escapes are kept as written.

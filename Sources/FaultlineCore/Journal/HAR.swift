@@ -46,7 +46,7 @@ public enum HAR {
             ("_sequence", .int(entry.sequence)),
             ("_scenario", entry.scenario.map(JSONValue.string) ?? .null),
             ("_scenarioVersion", entry.scenarioVersion.map(JSONValue.int) ?? .null),
-            ("_route", entry.route.map(JSONValue.string) ?? .null),
+            ("_route", entry.route.map { .string($0.description) } ?? .null),
             ("_step", entry.step.map(JSONValue.int) ?? .null),
             ("_fault", entry.fault.map(JSONValue.string) ?? .null),
             ("_chaos", .bool(entry.chaos)),
@@ -57,7 +57,7 @@ public enum HAR {
                 ("reused", .bool(entry.connectionReused)),
                 ("client", .string(entry.clientAddress)),
             ])),
-            ("_notes", .array(entry.notes.map(JSONValue.string))),
+            ("_notes", .array(entry.notes.map { .string($0.description) })),
             ("_malformed", .bool(entry.malformed != nil)),
         ]
         if let malformed = entry.malformed { members.append(("_error", .string(malformed))) }

@@ -1,5 +1,7 @@
 /// Which journal entries a query wants (admin API `GET /requests` and friends).
 public struct JournalFilter: Sendable, Equatable {
+    /// Only entries whose journal `route` field (`DecisionSource.description`) is this text: a route id, or
+    /// `auth:token` / `rate-limit:ID` for the policy layer's own answers.
     public var route: String?
     public var method: String?
     public var path: String?
@@ -28,7 +30,7 @@ public struct JournalFilter: Sendable, Equatable {
     }
 
     public func accepts(_ entry: JournalEntry) -> Bool {
-        if let route, entry.route != route { return false }
+        if let route, entry.route?.description != route { return false }
         if let method, entry.method != method.uppercased() { return false }
         if let path, entry.path != path { return false }
         if let status, entry.status != status { return false }
@@ -60,16 +62,18 @@ public struct Journal: Sendable {
     public private(set) var evicted = 0
     public private(set) var totalMalformed = 0
     public private(set) var totalUnmatched = 0
-    /// Requests recorded per route id since start, exact regardless of eviction.
+    /// Requests recorded per route since start, exact regardless of eviction, keyed as the journal prints the
+    /// route (`DecisionSource.description`), as `/stats` shows them.
     public var perRoute: [String: Int] {
-        var counts = earlierRoutes
-        if let currentRoute { counts[currentRoute, default: 0] += currentRouteCount }
+        var counts: [String: Int] = [:]
+        for (route, count) in earlierRoutes { counts[route.description, default: 0] += count }
+        if let currentRoute { counts[currentRoute.description, default: 0] += currentRouteCount }
         return counts
     }
     /// `perRoute` in two parts: the run of consecutive requests to one route is counted without hashing its id
     /// (the common case under load), and folded into the dictionary when another route comes.
-    private var earlierRoutes: [String: Int] = [:]
-    private var currentRoute: String?
+    private var earlierRoutes: [DecisionSource: Int] = [:]
+    private var currentRoute: DecisionSource?
     private var currentRouteCount = 0
 
     public init(capacity: Int = 10_000, maxBodyBytes: Int = 64 * 1024) {

@@ -33,9 +33,11 @@ extension JournalEntry {
             bodySize: int(json["bodySize"]) ?? body.count, malformed: string(json["error"]))
         scenario = string(json["scenario"])
         scenarioVersion = int(json["scenarioVersion"])
-        route = string(json["route"])
+        route = string(json["route"]).map { DecisionSource(journalText: $0, scenario: scenario) }
         step = int(json["step"])
-        if case .array(let items)? = json["notes"] { notes = items.compactMap(string) }
+        if case .array(let items)? = json["notes"] {
+            notes = items.compactMap(string).map { [route] in JournalNote(journalText: $0, source: route) }
+        }
         let response = json["response"]
         status = int(response?["status"])
         fault = string(response?["fault"])

@@ -46,13 +46,13 @@ public struct JournalEntry: Sendable {
         var malformed: String?
         var scenario: String? = nil
         var scenarioVersion: Int? = nil
-        var route: String? = nil
+        var route: DecisionSource? = nil
         var step: Int? = nil
         var unmatched: UnmatchedInfo? = nil
         var status: Int? = nil
         var fault: String? = nil
         var chaos: Bool = false
-        var notes: [String] = []
+        var notes: [JournalNote] = []
         var bytesWritten: Int = 0
         var outcome: ExchangeOutcome = .pending
         var finishedAtMonotonicNanos: UInt64? = nil
@@ -144,7 +144,9 @@ public struct JournalEntry: Sendable {
         get { storage.fields.scenarioVersion }
         set { unique.fields.scenarioVersion = newValue }
     }
-    public var route: String? {
+    /// What took the request (`Decision.route`); nil when unmatched or refused by auth. Printed with
+    /// `DecisionSource.description`.
+    public var route: DecisionSource? {
         get { storage.fields.route }
         set { unique.fields.route = newValue }
     }
@@ -169,8 +171,9 @@ public struct JournalEntry: Sendable {
         get { storage.fields.chaos }
         set { unique.fields.chaos = newValue }
     }
-    /// What the policy layer did: auth checks, rate limits, idempotency, Retry-After judgements.
-    public var notes: [String] {
+    /// What the policy layer did: auth checks, rate limits, idempotency, Retry-After judgements, side effects.
+    /// Printed with `JournalNote.description`.
+    public var notes: [JournalNote] {
         get { storage.fields.notes }
         set { unique.fields.notes = newValue }
     }
@@ -241,10 +244,10 @@ extension JournalEntry {
         if let malformed { members.append(("error", .string(malformed))) }
         members.append(("scenario", scenario.map(JSONValue.string) ?? .null))
         members.append(("scenarioVersion", scenarioVersion.map(JSONValue.int) ?? .null))
-        members.append(("route", route.map(JSONValue.string) ?? .null))
+        members.append(("route", route.map { .string($0.description) } ?? .null))
         members.append(("step", step.map(JSONValue.int) ?? .null))
         members.append(("matched", .bool(route != nil)))
-        members.append(("notes", .array(notes.map(JSONValue.string))))
+        members.append(("notes", .array(notes.map { .string($0.description) })))
         if let unmatched {
             members.append(("nearest", .object([
                 ("route", unmatched.nearestRoute.map(JSONValue.string) ?? .null),

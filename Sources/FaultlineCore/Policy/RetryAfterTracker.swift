@@ -1,11 +1,30 @@
+/// Which later requests an advertised `Retry-After` is compared with: those taken by the same route in the same
+/// script partition, or those counted by the same rate-limit rule in the same bucket. The report joins
+/// observations to scenarios on these cases; `description` is the one place the text `/state` shows is made.
+public enum RetryAfterKey: Sendable, Hashable, CustomStringConvertible {
+    /// Scripted responses of the route with this id, for one `sequenceBy` value ("" without `sequenceBy`).
+    case route(id: String, partition: String)
+    /// The rate-limit rule with this id, for one bucket ("" for a global rule).
+    case rateLimit(id: String, bucket: String)
+
+    /// The `key` of `/state`'s Retry-After observations and pending advertisements: `route ID [partition]`
+    /// or `rate-limit ID [bucket]`.
+    public var description: String {
+        switch self {
+        case .route(let id, let partition): return "route \(id) [\(partition)]"
+        case .rateLimit(let id, let bucket): return "rate-limit \(id) [\(bucket)]"
+        }
+    }
+}
+
 /// Judges whether clients wait as long as `Retry-After` asked (RFC 9110 §10.2.3; DESIGN §4 and the
 /// `honorsRetryAfter` verdict of §6). Each 429 or 503 that carried `Retry-After` leaves one pending
 /// advertisement per key; the next request with that key is compared with it and the advertisement is cleared.
 public struct RetryAfterTracker: Sendable {
     /// A response with `Retry-After` that has not yet been followed by a request with the same key.
     public struct Advertisement: Sendable, Equatable {
-        /// The bucket or client key the advertisement applies to.
-        public var key: String
+        /// The route partition or rate-limit bucket the advertisement applies to.
+        public var key: RetryAfterKey
         /// The journal sequence number of the request that got the 429/503.
         public var sequence: Int
         public var sentAtMilliseconds: UInt64
@@ -19,7 +38,7 @@ public struct RetryAfterTracker: Sendable {
 
         /// An advertisement as `RetryAfterTracker.advertised` records it.
         public init(
-            key: String, sequence: Int, sentAtMilliseconds: UInt64, earliestRetryMilliseconds: UInt64, status: Int,
+            key: RetryAfterKey, sequence: Int, sentAtMilliseconds: UInt64, earliestRetryMilliseconds: UInt64, status: Int,
             retryAfter: String
         ) {
             self.key = key
@@ -33,7 +52,8 @@ public struct RetryAfterTracker: Sendable {
 
     /// One judged retry: the request that followed an advertisement, and how its timing compares.
     public struct Observation: Sendable, Equatable {
-        public var key: String
+        /// The route partition or rate-limit bucket the retry was judged for.
+        public var key: RetryAfterKey
         /// The journal sequence of the 429/503.
         public var advertisedSequence: Int
         /// The next request with the same key.
@@ -49,7 +69,7 @@ public struct RetryAfterTracker: Sendable {
 
         /// An observation as `RetryAfterTracker.arrived` records it.
         public init(
-            key: String, advertisedSequence: Int, retrySequence: Int, advertisedWaitMilliseconds: Int,
+            key: RetryAfterKey, advertisedSequence: Int, retrySequence: Int, advertisedWaitMilliseconds: Int,
             actualWaitMilliseconds: Int, earlyByMilliseconds: Int
         ) {
             self.key = key
@@ -76,7 +96,7 @@ public struct RetryAfterTracker: Sendable {
     /// Per key, the advertisements not yet answered by a retry, oldest first. Bounded like `observations`: when
     /// twice `observationCapacity` are pending (a client that never retries, or a fresh `sequenceBy` value per
     /// request), only the newest `observationCapacity` are kept.
-    private var pendingByKey: [String: [Advertisement]] = [:]
+    private var pendingByKey: [RetryAfterKey: [Advertisement]] = [:]
     private var pendingCount = 0
 
     /// A tracker with nothing pending and nothing observed.
@@ -98,7 +118,7 @@ public struct RetryAfterTracker: Sendable {
     /// key is taken as the retry of the oldest one still pending, so a burst of limited requests is judged
     /// request by request.
     public mutating func advertised(
-        key: String, sequence: Int, status: Int, retryAfter: String, waitMilliseconds: Int, nowMilliseconds: UInt64,
+        key: RetryAfterKey, sequence: Int, status: Int, retryAfter: String, waitMilliseconds: Int, nowMilliseconds: UInt64,
         connection: Int = 0
     ) {
         let earliest = nowMilliseconds.addingReportingOverflow(UInt64(max(0, waitMilliseconds)))
@@ -125,7 +145,7 @@ public struct RetryAfterTracker: Sendable {
     @discardableResult
     /// `connection` and `connectionOpenedAtMilliseconds` tell a retry from a request that was already in flight.
     public mutating func arrived(
-        key: String, sequence: Int, nowMilliseconds: UInt64, connection: Int = 0,
+        key: RetryAfterKey, sequence: Int, nowMilliseconds: UInt64, connection: Int = 0,
         connectionOpenedAtMilliseconds: UInt64 = 0
     ) -> Observation? {
         // The oldest advertisement this request can be the follow-up of: one sent on the same connection (a
@@ -173,7 +193,7 @@ public struct RetryAfterTracker: Sendable {
             ("early", .int(early)),
             ("observations", .array(observations.map { observation in
                 .object([
-                    ("key", .string(observation.key)),
+                    ("key", .string(observation.key.description)),
                     ("advertisedSequence", .int(observation.advertisedSequence)),
                     ("retrySequence", .int(observation.retrySequence)),
                     ("advertisedWaitMs", .int(observation.advertisedWaitMilliseconds)),
@@ -184,7 +204,7 @@ public struct RetryAfterTracker: Sendable {
             })),
             ("pending", .array(pending.map { advertisement in
                 .object([
-                    ("key", .string(advertisement.key)),
+                    ("key", .string(advertisement.key.description)),
                     ("sequence", .int(advertisement.sequence)),
                     ("status", .int(advertisement.status)),
                     ("retryAfter", .string(advertisement.retryAfter)),

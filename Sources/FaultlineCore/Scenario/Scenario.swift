@@ -261,8 +261,8 @@ public struct PathPattern: Sendable, Equatable {
 public enum ValueMatcher: Sendable, Equatable {
     case equals(String)
     case contains(String)
-    /// A regular expression (NSRegularExpression syntax), validated at load time; must match somewhere.
-    case regex(String)
+    /// A regular expression, compiled when the scenario is loaded; must match somewhere.
+    case regex(CompiledRegex)
     case present
     case absent
 }

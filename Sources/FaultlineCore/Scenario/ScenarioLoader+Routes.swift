@@ -365,12 +365,11 @@ extension ScenarioLoader.Reader {
         case "matches":
             guard let pattern = string(value, at: kindPath) else { return nil }
             do {
-                _ = try NSRegularExpression(pattern: pattern)
+                return .regex(try CompiledRegex(pattern))
             } catch {
                 report(kindPath, "the regular expression \(ScenarioLoader.quoted(pattern)) does not compile")
                 return nil
             }
-            return .regex(pattern)
         default:
             guard let flag = bool(value, at: kindPath) else { return nil }
             guard flag else {

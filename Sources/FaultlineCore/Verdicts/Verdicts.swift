@@ -74,7 +74,7 @@ public enum Verdicts {
     }
 
     private static func tokenCalls(_ input: VerdictInput) -> [JournalEntry] {
-        input.entries.filter { $0.route == "auth:token" }
+        input.entries.filter { $0.route == .tokenEndpoint }
     }
 
     private static func singleFlight(_ input: VerdictInput) -> Verdict {
@@ -103,8 +103,9 @@ public enum Verdicts {
     private static func noDuplicateSideEffects(_ input: VerdictInput) -> Verdict {
         var byKey: [String: [Int]] = [:]
         var order: [String] = []
-        for entry in input.entries where entry.notes.contains(where: { $0.hasPrefix("side effect:") }) {
-            guard let route = entry.route, let header = input.idempotencyHeaders[route] else { continue }
+        for entry in input.entries {
+            guard let route = entry.notes.lazy.compactMap(\.sideEffectRoute).first,
+                  let header = input.idempotencyHeaders[route] else { continue }
             let key = entry.head?.headers[header].flatMap(IdempotencyStore.parseKey)
             // Without a key, the same request sent again (same method, target and body) is the duplicate.
             let label = key.map { "\(route) key \($0)" } ?? "\(route) without a key, request "
@@ -131,7 +132,7 @@ public enum Verdicts {
     static func logicalRequests(_ entries: [JournalEntry], _ key: LogicalRequestKey) -> [[JournalEntry]] {
         var groups: [String: [JournalEntry]] = [:]
         var order: [String] = []
-        for entry in entries where entry.route != nil && entry.route != "auth:token" {
+        for entry in entries where entry.route != nil && entry.route != .tokenEndpoint {
             guard let head = entry.head else { continue }
             var label = "\(head.method) \(head.path)"
             if case .header(let name) = key, let value = head.headers[name] {
@@ -257,14 +258,18 @@ extension Engine {
             let limitIDs = Set(scenario.rateLimits.map(\.rule.id))
             var own = input
             own.entries = input.entries.filter { entry in
-                guard let route = entry.route else { return false }
-                if route == "auth:token" { return scenario.auth != nil }
-                if route.hasPrefix("rate-limit:") { return limitIDs.contains(String(route.dropFirst(11))) }
-                return entry.scenario == scenario.name
+                switch entry.route {
+                case nil: return false
+                case .tokenEndpoint: return scenario.auth != nil
+                case .rateLimit(let id): return limitIDs.contains(id)
+                case .route: return entry.scenario == scenario.name
+                }
             }
             own.retryAfter = input.retryAfter.filter { observation in
-                routeIDs.contains { observation.key.hasPrefix("route \($0) [") }
-                    || limitIDs.contains { observation.key.hasPrefix("rate-limit \($0) [") }
+                switch observation.key {
+                case .route(let id, _): return routeIDs.contains(id)
+                case .rateLimit(let id, _): return limitIDs.contains(id)
+                }
             }
             if scenario.auth == nil {
                 own.refreshCalls = nil

@@ -1,0 +1,56 @@
+import Testing
+@testable import FaultlineCore
+
+/// Regular expressions are compiled when the scenario is loaded and kept in its matchers.
+@Suite struct CompiledRegexTests {
+    static let document = """
+        {"name": "r", "routes": [{"id": "tok", "match": {"method": "GET", "path": "/t",
+          "headers": {"X-Token": {"matches": "^t[0-9]+$"}}}, "responses": [{"status": 200}]}]}
+        """
+
+    @Test func theLoadedMatcherHoldsTheCompiledExpression() throws {
+        let scenario = try ScenarioLoader.load(bytes: Array(Self.document.utf8), file: "r.json", directory: nil)
+        guard case .regex(let regex) = scenario.routes[0].match.headers.first?.matcher else {
+            Issue.record("expected a regex matcher, got \(scenario.routes[0].match.headers)")
+            return
+        }
+        #expect(regex.pattern == "^t[0-9]+$")
+        #expect(regex.matches("t42") && !regex.matches("x42") && !regex.matches(""))
+        #expect(RouteMatcher.miss(.regex(regex), "x42").hasSuffix("expected it to match /^t[0-9]+$/"))
+    }
+
+    @Test func scenariosCompareByPatternText() throws {
+        // Hot reload keeps a scenario's version when the reloaded file is equal: two compilations of one
+        // pattern are equal, a different pattern is not.
+        let first = try ScenarioLoader.load(bytes: Array(Self.document.utf8), file: "r.json", directory: nil)
+        let again = try ScenarioLoader.load(bytes: Array(Self.document.utf8), file: "r.json", directory: nil)
+        #expect(first == again)
+        let edited = Self.document.replacing("[0-9]+", with: "[0-9]*")
+        #expect(try ScenarioLoader.load(bytes: Array(edited.utf8), file: "r.json", directory: nil) != first)
+        #expect(try CompiledRegex("a+") == CompiledRegex("a+"))
+        #expect(throws: (any Error).self) { try CompiledRegex("(unclosed") }
+    }
+
+    @Test func enginesOnSeveralThreadsMatchWithTheirOwnExpressions() async throws {
+        // The old process-wide cache was written by every engine's loop thread; now each matcher reads its own
+        // immutable expression.
+        let scenario = try ScenarioLoader.load(bytes: Array(Self.document.utf8), file: "r.json", directory: nil)
+        let counts = await withTaskGroup(of: Int.self) { group in
+            for worker in 0..<4 {
+                group.addTask {
+                    let engine = Engine(scenarios: [scenario])
+                    var taken = 0
+                    for index in 0..<200 {
+                        let token = index % 2 == 0 ? "t\(worker)\(index)" : "x\(index)"
+                        let decision = engine.decide(
+                            EngineTests.request("GET", "/t", headers: [("X-Token", token)]), requestID: index + 1)
+                        if decision.route == .route("tok") { taken += 1 }
+                    }
+                    return taken
+                }
+            }
+            return await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(counts == [100, 100, 100, 100])
+    }
+}
