@@ -32,11 +32,12 @@ test:
 	$(MAKE) --no-print-directory fuzz-ci
 	FAULTLINE_BIN=$(CURDIR)/.build/debug/faultline python3 -m pytest -q -p no:benchmark -p no:cacheprovider tests/python
 
-# wrk against Faultline and nginx in the same run; not part of `make test`.
+# wrk against Faultline and nginx in the same run, unpinned and pinned to separate cores; not part of `make test`.
 bench:
 	@scripts/ensure-deps.sh bench
 	$(SWIFT) build -c release --product faultline
 	scripts/bench.sh
+	PIN=1 scripts/bench.sh
 	python3 scripts/bench_timing.py
 
 # Instructions per request on the request path, counted by callgrind: steady where requests/s are noisy.

@@ -1,12 +1,9 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// Release builds skip Swift's run-time exclusivity checks (swift_beginAccess on every class property that is
-// mutated in place): under load they were a tenth of the server's user time. Debug builds, which `swift test`
-// and the fuzzers' CI run use, keep the checks, so an overlapping access still fails the suite. An unsafe flag
-// means a package can use Faultline by path or branch, not by version tag.
-let requestPath: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
-
+// No unsafe flags: they would stop other packages from depending on a tagged release of Faultline. The run-time
+// exclusivity checks that an unsafe flag used to switch off are avoided in the code instead: the loop-confined
+// classes on the request path mark their stored properties `@exclusivity(unchecked)` (ARCHITECTURE §1).
 let package = Package(
     name: "Faultline",
     products: [
@@ -22,8 +19,8 @@ let package = Package(
             providers: [.apt(["libevent-dev"])]
         ),
         // Pure Swift: parser, scenarios, engine, journal. No sockets, no libevent.
-        .target(name: "FaultlineCore", swiftSettings: requestPath),
-        .target(name: "Faultline", dependencies: ["FaultlineCore", "CLibevent"], swiftSettings: requestPath),
+        .target(name: "FaultlineCore"),
+        .target(name: "Faultline", dependencies: ["FaultlineCore", "CLibevent"]),
         .executableTarget(name: "faultline", dependencies: ["Faultline"]),
         // Example URLSession clients, a careful one and a naive one, judged by the tests against the bundled scenarios.
         .target(name: "ExampleClients", path: "Examples/ExampleClients"),

@@ -5,16 +5,22 @@
 # The two servers take turns for ROUNDS rounds (nginx, Faultline, nginx, ...): on a shared 2-core machine a
 # single run can differ by 20 % either way. The table shows each one's median round; the ratio is the median of
 # the rounds' ratios, each from two runs back to back, so a slow stretch of the machine weighs on both sides.
-#   DURATION=10s CONNECTIONS=50 THREADS=1 ROUNDS=5 scripts/bench.sh
+# PIN=1 pins both servers to core 0 and wrk to core 1 (taskset), so server and client never share a core;
+# unpinned, the scheduler places them. FAULTLINE=path benchmarks another build (e.g. an older commit's).
+#   DURATION=10s CONNECTIONS=50 THREADS=1 ROUNDS=5 PIN=0 scripts/bench.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration="${DURATION:-10s}"
 connections="${CONNECTIONS:-50}"
 threads="${THREADS:-1}"
 rounds="${ROUNDS:-5}"
-binary=".build/release/faultline"
+binary="${FAULTLINE:-.build/release/faultline}"
+pin="${PIN:-0}"
+server_cpu=(); client_cpu=()
+if [ "$pin" = 1 ]; then server_cpu=(taskset -c 0); client_cpu=(taskset -c 1); fi
 work="$(mktemp -d)"
 out_dir="bench-results"
+suffix=""; [ "$pin" = 1 ] && suffix="-pinned"
 mkdir -p "$out_dir"
 body='{"id":"1","name":"widget","price":9.99}'
 
@@ -45,10 +51,10 @@ http {
     }
 }
 NGINX
-nginx -c "$work/nginx.conf" -e "$work/nginx/error.log"
+"${server_cpu[@]}" nginx -c "$work/nginx.conf" -e "$work/nginx/error.log"
 
 # --quiet: the per-request stderr log is a debugging aid, not part of serving (its cost is in the README).
-"$binary" serve bench/plain-json.json --port 0 --port-file "$work/port" --quiet >/dev/null 2>&1 &
+"${server_cpu[@]}" "$binary" serve bench/plain-json.json --port 0 --port-file "$work/port" --quiet >/dev/null 2>&1 &
 faultline_pid=$!
 for _ in $(seq 1 200); do [ -s "$work/port" ] && break; sleep 0.05; done
 faultline_port=$(cat "$work/port")
@@ -63,8 +69,8 @@ check "http://127.0.0.1:$nginx_port/item"
 
 run_wrk() {
     # Warm up briefly, then measure.
-    wrk -t"$threads" -c"$connections" -d2s "$1" >/dev/null
-    wrk -t"$threads" -c"$connections" -d"$duration" --latency "$1"
+    "${client_cpu[@]}" wrk -t"$threads" -c"$connections" -d2s "$1" >/dev/null
+    "${client_cpu[@]}" wrk -t"$threads" -c"$connections" -d"$duration" --latency "$1"
 }
 
 to_ms() {
@@ -100,7 +106,7 @@ done)
 ratio=$(python3 -c "import statistics, sys; print(statistics.median(float(r) for r in sys.argv[1:]))" $round_ratios)
 
 {
-    echo "benchmark: wrk -t$threads -c$connections -d$duration, GET /item (${#body}-byte JSON), loopback, $(nproc) cores, median of $rounds rounds"
+    echo "benchmark: wrk -t$threads -c$connections -d$duration, GET /item (${#body}-byte JSON), loopback, $(nproc) cores, $([ "$pin" = 1 ] && echo "servers pinned to core 0, wrk to core 1" || echo "unpinned"), median of $rounds rounds"
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  nginx: $(nginx -v 2>&1 | sed 's/.*\///')  faultline: $("$binary" --version)"
     printf '%-12s %14s %10s\n' server "requests/s" "p99 ms"
     printf '%-12s %14s %10s\n' nginx "$nginx_rps" "$nginx_p99"
@@ -113,4 +119,4 @@ ratio=$(python3 -c "import statistics, sys; print(statistics.median(float(r) for
         [ -n "$(errors "$work/nginx.$round.txt")" ] && echo "nginx wrk errors, round $round: $(errors "$work/nginx.$round.txt")"
     done
     true
-} | tee "$out_dir/bench.txt"
+} | tee "$out_dir/bench$suffix.txt"

@@ -1,6 +1,6 @@
 import FaultlineCore
 
-/// The admin API under `/__faultline/` (DESIGN §5): the journal, scenarios, health and shutdown, JSON in
+/// The admin API under `/__faultline/` (ARCHITECTURE §7): the journal, scenarios, health and shutdown, JSON in
 /// and out, on the same port as the stubs. Loop thread only.
 final class AdminAPI {
     static let prefix = "/__faultline/"

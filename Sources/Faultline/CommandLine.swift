@@ -60,7 +60,7 @@ public struct CommandLineError: Error, Equatable, CustomStringConvertible {
     public var description: String { message }
 }
 
-/// The `faultline` command line (DESIGN §7).
+/// The `faultline` command line (ARCHITECTURE §9).
 public enum FaultlineCommandLine {
     public static let usage = """
         faultline \(Faultline.version) — a fault-injecting stub HTTP/1.1 server

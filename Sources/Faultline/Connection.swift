@@ -8,8 +8,8 @@ final class Connection: HTTP1ConnectionIO, TransportDelegate {
     var id: Int { info.id }
     private let transport: Transport
     private unowned let server: ServerCore
-    private var machine: HTTP1Connection!
-    private var timers: [LoopTimer?] = Array(repeating: nil, count: HTTP1Timer.allCases.count)
+    @exclusivity(unchecked) private var machine: HTTP1Connection!
+    @exclusivity(unchecked) private var timers: [LoopTimer?] = Array(repeating: nil, count: HTTP1Timer.allCases.count)
 
     init(info: ConnectionInfo, transport: Transport, server: ServerCore) {
         self.info = info

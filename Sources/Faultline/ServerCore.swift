@@ -12,15 +12,15 @@ final class ServerCore: @unchecked Sendable {
     let loop: EventLoop
     let configuration: FaultlineServer.Configuration
     let engine: Engine
-    var journal: Journal
+    @exclusivity(unchecked) var journal: Journal
     private(set) lazy var admin = AdminAPI(core: self)
     private(set) lazy var dispatcher = Dispatcher(core: self)
     /// The HTTP/1.1 connection rules' limits and timings, from the configuration.
     let http1Settings: HTTP1Settings
     private var listener: OpaquePointer?
     private var signalEvents: [OpaquePointer] = []
-    private var connections: [Int: Connection] = [:]
-    private var nextConnectionID = 1
+    @exclusivity(unchecked) private var connections: [Int: Connection] = [:]
+    @exclusivity(unchecked) private var nextConnectionID = 1
     /// Where transports copy bytes out of the kernel before parsing; one per loop, reused by every read.
     let readScratch = ScratchBuffer()
     private(set) var port = 0
@@ -29,7 +29,7 @@ final class ServerCore: @unchecked Sendable {
     /// Called on the loop thread whenever the journal changes (admin long-polls wait on it).
     /// Called on the loop thread whenever the journal changes; an observer returning true is done and removed
     /// (the Swift API's `waitForRequests`).
-    var journalObservers: [Int: (ServerCore) -> Bool] = [:]
+    @exclusivity(unchecked) var journalObservers: [Int: (ServerCore) -> Bool] = [:]
     private var nextObserverID = 1
 
     @discardableResult
@@ -40,7 +40,7 @@ final class ServerCore: @unchecked Sendable {
         return id
     }
     /// `serve --journal F`: finished entries appended as NDJSON. Set before the loop starts.
-    var journalFile: JournalFile?
+    @exclusivity(unchecked) var journalFile: JournalFile?
 
     var connectionCount: Int { connections.count }
 
@@ -134,8 +134,8 @@ final class ServerCore: @unchecked Sendable {
     }
 
     /// Connections to close once nothing more urgent is ready (`HTTP1Connection.closeGracefully`, `LoopPriority`).
-    private var closeQueue: [Connection] = []
-    private var closeQueueStart = 0
+    @exclusivity(unchecked) private var closeQueue: [Connection] = []
+    @exclusivity(unchecked) private var closeQueueStart = 0
     /// Closes per slice: a close costs about as much as a send, so a long queue is worked off in slices, and
     /// timers and sockets that become ready meanwhile go between slices instead of waiting for the whole queue.
     private static let closeSlice = 64
@@ -195,7 +195,7 @@ final class ServerCore: @unchecked Sendable {
     // MARK: - Journal
 
     /// One stderr line per finished request, when the CLI asked for it.
-    var requestLog: RequestLog?
+    @exclusivity(unchecked) var requestLog: RequestLog?
 
     @discardableResult
     func record(_ entry: consuming JournalEntry) -> Int {

@@ -1,4 +1,4 @@
-"""Client-policy features (DESIGN §4) against a live `faultline serve`, driven by real clients: urllib3's Retry
+"""Client-policy features (ARCHITECTURE §6) against a live `faultline serve`, driven by real clients: urllib3's Retry
 and curl --retry against 429/503 with Retry-After, naive and single-flight token refresh, idempotency keys with
 commit-then-reset / commit-then-hang. Everything is checked through the journal and GET /__faultline/state.
 
@@ -649,7 +649,7 @@ def test_commit_then_hang_timed_out_post_retried_with_a_new_key_creates_two(star
     assert side_effects(server) == ({"order-key-h1": 1, "order-key-h2": 1}, 2, 2)
 
 
-# -- Server behaviour that contradicts DESIGN §3/§4 ------------------------------------------------------
+# -- Server behaviour that contradicts ARCHITECTURE §5/§6 ------------------------------------------------------
 
 
 def idempotent_route(route_id, path, responses, **extra):

@@ -53,12 +53,12 @@ final class TCPTransport: Transport {
     let peerAddress: String
     private let fd: Int32
     private let loop: EventLoop
-    private var readEvent: OpaquePointer?
-    private var bufferEvent: OpaquePointer?
-    private var reading = true
+    @exclusivity(unchecked) private var readEvent: OpaquePointer?
+    @exclusivity(unchecked) private var bufferEvent: OpaquePointer?
+    @exclusivity(unchecked) private var reading = true
     /// Set once a write had to queue: before that, `pendingOutput` costs no libevent call.
-    private var queueing = false
-    private var failed = false
+    @exclusivity(unchecked) private var queueing = false
+    @exclusivity(unchecked) private var failed = false
     private let scratch: ScratchBuffer
 
     init(fd: Int32, peerAddress: String, loop: EventLoop, scratch: ScratchBuffer) {
@@ -184,7 +184,7 @@ final class TCPTransport: Transport {
 
 /// Where transports copy bytes out of the kernel before parsing: one per loop, reused by every read.
 final class ScratchBuffer {
-    private var bytes = [UInt8](repeating: 0, count: 64 * 1024)
+    @exclusivity(unchecked) private var bytes = [UInt8](repeating: 0, count: 64 * 1024)
 
     func withBytes<T>(_ body: (UnsafeMutableRawBufferPointer) -> T) -> T {
         bytes.withUnsafeMutableBytes(body)

@@ -19,7 +19,7 @@ public struct ExchangeCompletion: Sendable {
     public var idempotency: (scope: String, key: String, response: StoredResponse)?
 }
 
-/// The client-policy state of the loaded scenarios (DESIGN §4): tokens, rate-limit buckets, Retry-After
+/// The client-policy state of the loaded scenarios (ARCHITECTURE §6): tokens, rate-limit buckets, Retry-After
 /// judgements, idempotency records and side-effect counts. Owned by the engine; loop thread only.
 struct PolicyState {
     var authority: TokenAuthority?

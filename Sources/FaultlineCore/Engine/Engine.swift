@@ -2,26 +2,26 @@
 /// A class: it is built once per request, changed in place while the engine decides, and read by the server;
 /// as a 300-byte struct it was copied twice per request, a retain per field each time.
 public final class Decision {
-    public var scenario: String?
+    @exclusivity(unchecked) public var scenario: String?
     /// The matched scenario's version (`Engine.version(of:)`): which edit of the file served the request.
-    public var scenarioVersion: Int?
+    @exclusivity(unchecked) public var scenarioVersion: Int?
     /// What took the request: a scenario route, the token endpoint or a rate-limit rule; nil when nothing did
     /// (unmatched, or refused by auth). The journal prints it with `DecisionSource.description`.
-    public var route: DecisionSource?
+    @exclusivity(unchecked) public var route: DecisionSource?
     /// Zero-based index into the route's `responses`.
-    public var step: Int?
+    @exclusivity(unchecked) public var step: Int?
     /// Set when no route took the request: the nearest route and why it missed.
-    public var unmatched: UnmatchedInfo?
+    @exclusivity(unchecked) public var unmatched: UnmatchedInfo?
     /// Whether the route's chaos failed this request instead of its script.
-    public var chaos: Bool = false
-    public var script: ResponseScript
+    @exclusivity(unchecked) public var chaos: Bool = false
+    @exclusivity(unchecked) public var script: ResponseScript
     /// Index of the matched route's scenario in the engine's `scenarios`.
-    var scenarioIndex: Int?
+    @exclusivity(unchecked) var scenarioIndex: Int?
     /// What the policy layer did (auth, rate limits, idempotency, Retry-After judgements) and the side effects
     /// applied, for the journal.
-    public var notes: [JournalNote] = []
+    @exclusivity(unchecked) public var notes: [JournalNote] = []
     /// Tell the engine when the exchange ends (`Engine.finish`).
-    public var completion: ExchangeCompletion?
+    @exclusivity(unchecked) public var completion: ExchangeCompletion?
 
     init(scenario: String?, route: DecisionSource?, step: Int?, unmatched: UnmatchedInfo?, script: ResponseScript) {
         self.scenario = scenario
@@ -42,7 +42,7 @@ public struct UnmatchedInfo: Sendable, Equatable {
 /// The scripted behaviour of the loaded scenarios: matching, sequence cursors and response scripts.
 ///
 /// Not thread-safe by design: the server owns one engine on its loop thread, so a match and the cursor
-/// move it causes happen as one step (DESIGN §1). Deterministic for a given request sequence: all
+/// move it causes happen as one step (ARCHITECTURE §1). Deterministic for a given request sequence: all
 /// randomness comes from each scenario's seed.
 public final class Engine {
     /// A route with the scenario it came from and its pre-rendered steps. A class: the request path reads it
@@ -61,7 +61,7 @@ public final class Engine {
         let prepared: [PreparedStep]
         /// Requests served by a route without `sequenceBy` (one script for everyone): a counter here instead
         /// of an entry in the engine's `cursors`, which would hash a key per request.
-        var served = 0
+        @exclusivity(unchecked) var served = 0
 
         init(scenario: Scenario, scenarioIndex: Int, route: Route, stepEnds: [Int], prepared: [PreparedStep]) {
             self.scenario = scenario
@@ -75,26 +75,26 @@ public final class Engine {
         }
     }
 
-    public private(set) var scenarios: [Scenario] = []
+    @exclusivity(unchecked) public private(set) var scenarios: [Scenario] = []
     /// `versions[i]` is the version of `scenarios[i]`: 1 the first time a scenario name is loaded, one more each
     /// time a scenario of that name is loaded with different content (a hot reload of an edited file, an upload).
     /// Loading identical content again keeps the version, so a version names one exact scenario document.
-    public private(set) var versions: [Int] = []
-    private var versionHistory: [String: (scenario: Scenario, version: Int)] = [:]
+    @exclusivity(unchecked) public private(set) var versions: [Int] = []
+    @exclusivity(unchecked) private var versionHistory: [String: (scenario: Scenario, version: Int)] = [:]
     /// Bumped by every load and reset: completions of exchanges decided before it are ignored, so a response
     /// still in flight from the old scripts cannot touch the new state.
-    private(set) var generation = 0
-    private var routes: [LoadedRoute] = []
+    @exclusivity(unchecked) private(set) var generation = 0
+    @exclusivity(unchecked) private var routes: [LoadedRoute] = []
     /// Requests served per (route index, sequenceBy value).
-    private var cursors: [CursorKey: Int] = [:]
-    private var randoms: [SeededRandom] = []
-    private var nextResourceID = 1
-    var policy = PolicyState(scenarios: [], now: EngineInstant())
+    @exclusivity(unchecked) private var cursors: [CursorKey: Int] = [:]
+    @exclusivity(unchecked) private var randoms: [SeededRandom] = []
+    @exclusivity(unchecked) private var nextResourceID = 1
+    @exclusivity(unchecked) var policy = PolicyState(scenarios: [], now: EngineInstant())
     /// The connection of the request being decided, for Retry-After judgements.
-    var currentConnection = 0
+    @exclusivity(unchecked) var currentConnection = 0
     /// When that connection was opened (monotonic ms).
-    var currentConnectionOpenedAt: UInt64 = 0
-    private var loadedAt = EngineInstant()
+    @exclusivity(unchecked) var currentConnectionOpenedAt: UInt64 = 0
+    @exclusivity(unchecked) private var loadedAt = EngineInstant()
 
     private struct CursorKey: Hashable {
         var route: Int

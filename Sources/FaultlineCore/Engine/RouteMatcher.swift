@@ -53,7 +53,7 @@ public enum MatchResult {
     case missed(MatchMiss)
 }
 
-/// Route matching (DESIGN §2): every condition of `match` must hold. Pure functions, tested without sockets.
+/// Route matching (ARCHITECTURE §2): every condition of `match` must hold. Pure functions, tested without sockets.
 public enum RouteMatcher {
     /// Whether `route` takes `input`. With `explain` (the default) a miss says why and scores how close it came;
     /// without, misses are `MatchMiss.unexplained` and cost no string building — the engine's first pass, which

@@ -1,4 +1,4 @@
-/// The values a response template may refer to (DESIGN §2): `{{path.x}}`, `{{query.x}}`, `{{header.X}}`,
+/// The values a response template may refer to (ARCHITECTURE §2): `{{path.x}}`, `{{query.x}}`, `{{header.X}}`,
 /// `{{request.id}}`, `{{resource.id}}`, `{{token}}`.
 public struct TemplateContext {
     public var pathParameters: [String: String]

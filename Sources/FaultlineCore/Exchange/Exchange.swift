@@ -9,16 +9,16 @@ public final class Exchange {
     /// The request asked for the connection to close after its response (`Connection: close`, HTTP/1.0).
     public let clientWantsClose: Bool
     /// Nil until known: an admin long-poll answers later (`respond`).
-    public private(set) var script: ResponseScript?
-    private var cursor = 0
-    public var bytesWritten = 0
+    @exclusivity(unchecked) public private(set) var script: ResponseScript?
+    @exclusivity(unchecked) private var cursor = 0
+    @exclusivity(unchecked) public var bytesWritten = 0
     /// Run once the response has been handed to the kernel (e.g. stop the server after `POST /shutdown`).
-    public var afterCompletion: (() -> Void)?
+    @exclusivity(unchecked) public var afterCompletion: (() -> Void)?
     /// What the engine wants to hear when this exchange ends, whatever its outcome.
-    public var engineCompletion: ExchangeCompletion?
-    public private(set) var ended = false
+    @exclusivity(unchecked) public var engineCompletion: ExchangeCompletion?
+    @exclusivity(unchecked) public private(set) var ended = false
     /// The codec, waiting for a script that was not there when it pulled (`Pull.notYet`).
-    var whenScriptArrives: (() -> Void)?
+    @exclusivity(unchecked) var whenScriptArrives: (() -> Void)?
 
     public init(sequence: Int?, script: ResponseScript?, clientWantsClose: Bool = false) {
         self.sequence = sequence

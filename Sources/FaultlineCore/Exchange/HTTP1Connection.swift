@@ -137,26 +137,26 @@ public final class HTTP1Connection {
         case finished(at: UInt64)
     }
 
-    public private(set) var state: State = .idle
-    public private(set) var readSide: ReadSide = .open
+    @exclusivity(unchecked) public private(set) var state: State = .idle
+    @exclusivity(unchecked) public private(set) var readSide: ReadSide = .open
     private unowned let io: HTTP1ConnectionIO
     private let settings: HTTP1Settings
-    private var parser: HTTPRequestParser
-    private var renderer = HTTP1Renderer()
+    @exclusivity(unchecked) private var parser: HTTPRequestParser
+    @exclusivity(unchecked) private var renderer = HTTP1Renderer()
     /// Bytes rendered since the last write: a script's consecutive byte steps go out in one write.
-    private var output: [UInt8] = []
-    private var exchanges: [Exchange] = []
+    @exclusivity(unchecked) private var output: [UInt8] = []
+    @exclusivity(unchecked) private var exchanges: [Exchange] = []
     /// Exchanges whose bytes are all queued; they complete when the output drains.
-    private var awaitingDrain: [Exchange] = []
+    @exclusivity(unchecked) private var awaitingDrain: [Exchange] = []
     /// The timers running, one bit each (`HTTP1Timer.rawValue`): a set that costs no hashing per request.
-    private var armed: UInt8 = 0
-    private var requestCount = 0
-    private var headArrival: Arrival?
+    @exclusivity(unchecked) private var armed: UInt8 = 0
+    @exclusivity(unchecked) private var requestCount = 0
+    @exclusivity(unchecked) private var headArrival: Arrival?
     /// Counts read events; `headArrivalPass` is the one that read the clocks for `headArrival`.
-    private var parsePass = 0
-    private var headArrivalPass = -1
+    @exclusivity(unchecked) private var parsePass = 0
+    @exclusivity(unchecked) private var headArrivalPass = -1
     /// The last journaled response of a kept-alive connection, for marking an idle close on it.
-    private var lastSequence: Int?
+    @exclusivity(unchecked) private var lastSequence: Int?
 
     public init(io: HTTP1ConnectionIO, settings: HTTP1Settings) {
         self.io = io
@@ -616,19 +616,23 @@ public final class HTTP1Connection {
     /// ends because the client left).
     public func teardown(_ outcome: ExchangeOutcome, abortive: Bool = false) {
         guard state != .closed else { return }
-        if state == .hanging, let head = exchanges.first {
+        let wasHanging = state == .hanging
+        // Closed before anything is completed: a completion may stop the server, which tears every connection
+        // down, this one included; that call must find it closed.
+        state = .closed
+        for timer in HTTP1Timer.allCases where isArmed(timer) { io.cancelTimer(timer) }
+        armed = 0
+        var queued: [Exchange] = []
+        swap(&queued, &exchanges)
+        if wasHanging, let head = queued.first {
             complete(head, outcome == .clientClosed ? .hangReleased : outcome)
-            exchanges.removeFirst()
+            queued.removeFirst()
         }
-        for exchange in exchanges { complete(exchange, outcome) }
-        exchanges.removeAll()
+        for exchange in queued { complete(exchange, outcome) }
         // Fully written responses whose bytes were still queued, or whose client is gone, may not have arrived.
         if !awaitingDrain.isEmpty {
             completeAwaitingDrain(io.pendingOutput > 0 || outcome == .clientClosed ? .clientClosed : .completed)
         }
-        for timer in HTTP1Timer.allCases where isArmed(timer) { io.cancelTimer(timer) }
-        armed = 0
-        state = .closed
         io.close(abortive: abortive)
     }
 }

@@ -1,5 +1,5 @@
 /// The journal as an HTTP Archive (HAR 1.2, http://www.softwareishard.com/blog/har-12-spec/), which browser
-/// devtools, Charles, Proxyman and HAR viewers open (DESIGN §5).
+/// devtools, Charles, Proxyman and HAR viewers open (ARCHITECTURE §7).
 ///
 /// HAR describes what a client saw; Faultline's journal is the server's view, so a few fields are
 /// approximations, each said in a `comment`: the journal keeps no response headers or body, so

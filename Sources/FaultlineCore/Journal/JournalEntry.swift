@@ -24,7 +24,7 @@ public enum ExchangeOutcome: String, Sendable, Equatable {
     case connectionClosing = "connection-closing"
 }
 
-/// One request as the server saw it and what it did about it (DESIGN §5).
+/// One request as the server saw it and what it did about it (ARCHITECTURE §7).
 ///
 /// A value with copy-on-write storage: the fields live in one heap object, so handing an entry to the journal,
 /// the NDJSON file or a query copies a reference, not 350 bytes and a retain per string (the request path did

@@ -1,4 +1,4 @@
-/// How requests are grouped into buckets (DESIGN §4): each distinct key value gets its own quota.
+/// How requests are grouped into buckets (ARCHITECTURE §6): each distinct key value gets its own quota.
 public enum RateLimitKey: Sendable, Equatable {
     /// One bucket for every request.
     case global
@@ -89,7 +89,7 @@ public enum RateLimitDecision: Sendable, Equatable {
     }
 }
 
-/// The server's rate-limit state (DESIGN §4): one bucket per rule and key, counted with an injected monotonic
+/// The server's rate-limit state (ARCHITECTURE §6): one bucket per rule and key, counted with an injected monotonic
 /// clock. Over the limit a request gets 429 (RFC 6585 §4) or 503 with `Retry-After` (RFC 9110 §10.2.3) and,
 /// when enabled, the `RateLimit-Policy` and `RateLimit` fields of draft-ietf-httpapi-ratelimit-headers.
 /// A limited request does not consume quota.

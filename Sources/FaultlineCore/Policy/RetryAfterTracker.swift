@@ -17,7 +17,7 @@ public enum RetryAfterKey: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// Judges whether clients wait as long as `Retry-After` asked (RFC 9110 §10.2.3; DESIGN §4 and the
+/// Judges whether clients wait as long as `Retry-After` asked (RFC 9110 §10.2.3; ARCHITECTURE §6 and the
 /// `honorsRetryAfter` verdict of §6). Each 429 or 503 that carried `Retry-After` leaves one pending
 /// advertisement per key; the next request with that key is compared with it and the advertisement is cleared.
 public struct RetryAfterTracker: Sendable {

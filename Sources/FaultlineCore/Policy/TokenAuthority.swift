@@ -1,4 +1,4 @@
-/// A scenario's bearer-token auth (DESIGN §4): which paths need a token, how tokens expire, and how the token
+/// A scenario's bearer-token auth (ARCHITECTURE §6): which paths need a token, how tokens expire, and how the token
 /// endpoint behaves, so a client's 401 → refresh → retry path can be exercised and judged.
 public struct AuthConfig: Sendable, Equatable {
     /// `POST` here issues the next token (OAuth 2.0 token endpoint, RFC 6749 §5.1).

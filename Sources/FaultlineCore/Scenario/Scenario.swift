@@ -11,11 +11,11 @@ public struct Scenario: Sendable, Equatable {
     public var directory: String?
     /// How the server treats kept-alive connections while this scenario is loaded.
     public var connections: ConnectionPolicy?
-    /// Bearer-token auth for protected paths, with a token endpoint (DESIGN §4).
+    /// Bearer-token auth for protected paths, with a token endpoint (ARCHITECTURE §6).
     public var auth: AuthConfig?
-    /// Rate limits, checked in order before route matching (DESIGN §4).
+    /// Rate limits, checked in order before route matching (ARCHITECTURE §6).
     public var rateLimits: [ScopedRateLimit] = []
-    /// The client behaviour the report judges (DESIGN §6).
+    /// The client behaviour the report judges (ARCHITECTURE §8).
     public var expect: Expectations?
 
     public init(
@@ -67,7 +67,7 @@ public enum StepEffect: Sendable, Equatable {
     case resetBuckets(String?)
 }
 
-/// Connection-level faults (DESIGN §3, `idle-close`): what a real server or a proxy in front of it does to
+/// Connection-level faults (ARCHITECTURE §5, `idle-close`): what a real server or a proxy in front of it does to
 /// kept-alive connections, which is where clients' connection-reuse bugs hide.
 public struct ConnectionPolicy: Sendable, Equatable {
     /// Close a kept-alive connection after this many requests, without announcing it with
@@ -138,7 +138,7 @@ public enum ChaosOutcome: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// A named fault and its parameters (DESIGN §3). Written `"fault": "reset"` or, with parameters,
+/// A named fault and its parameters (ARCHITECTURE §5). Written `"fault": "reset"` or, with parameters,
 /// `"fault": {"type": "half-close", "after": "headers"}`.
 public struct FaultSpec: Sendable, Equatable {
     public var name: FaultName

@@ -1,5 +1,5 @@
 extension ScenarioLoader.Reader {
-    /// `auth` (DESIGN §4): `{"tokenPath", "initialToken", "protect": [prefixes], "expireAfterUses",
+    /// `auth` (ARCHITECTURE §6): `{"tokenPath", "initialToken", "protect": [prefixes], "expireAfterUses",
     /// "expireAfterMs", "expiresIn", "rotateRefreshTokens", "initialRefreshToken", "refresh": [steps]}`.
     mutating func authConfig(_ value: JSONValue, at path: String) -> AuthConfig? {
         let errorCount = errors.count
@@ -163,7 +163,7 @@ extension ScenarioLoader.Reader {
 }
 
 extension ScenarioLoader.Reader {
-    /// `expect`: the rules `GET /__faultline/report` judges (DESIGN §6).
+    /// `expect`: the rules `GET /__faultline/report` judges (ARCHITECTURE §8).
     mutating func expectations(_ value: JSONValue, at path: String) -> Expectations? {
         let errorCount = errors.count
         let flags = [

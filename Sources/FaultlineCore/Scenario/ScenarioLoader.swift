@@ -6,7 +6,7 @@ import Musl
 import Darwin
 #endif
 
-/// Turns scenario files (DESIGN §2) into validated `Scenario` values, reporting every problem in every file at
+/// Turns scenario files (ARCHITECTURE §2) into validated `Scenario` values, reporting every problem in every file at
 /// once, each with its file, JSON path and an actionable message.
 public enum ScenarioLoader {
     /// The largest scenario file read (bodies referenced with `file` have their own limit).

@@ -1,4 +1,4 @@
-/// What a scenario expects of the client under test (DESIGN §6): the rules `GET /__faultline/report` judges.
+/// What a scenario expects of the client under test (ARCHITECTURE §8): the rules `GET /__faultline/report` judges.
 /// Every rule is optional; an absent rule is not judged.
 public struct Expectations: Sendable, Equatable {
     /// No request came before the time a 429/503 `Retry-After` allowed.

@@ -37,7 +37,7 @@ public struct VerdictInput: Sendable {
     }
 }
 
-/// Judges the client against `Expectations` (DESIGN §6). Each rule explains its failure with the requests
+/// Judges the client against `Expectations` (ARCHITECTURE §8). Each rule explains its failure with the requests
 /// that broke it.
 public enum Verdicts {
     /// Statuses after which trying again is legitimate (RFC 9110 §15.5: timeout, conflict, too early, too many).
