@@ -20,7 +20,7 @@ root="$PWD"
 
 # The difference between two runs takes out start-up and loading the scenario.
 count() {
-    valgrind --tool=callgrind --callgrind-out-file=/dev/null "$build/hotpath" bench/plain-json.json "$1" 2>&1 \
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null "$build/hotpath" bench/plain-json.json "$1" ${2:-} 2>&1 \
         | sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
 }
 small=20000
@@ -28,3 +28,6 @@ large=60000
 a=$(count $small)
 b=$(count $large)
 echo "hotpath: $(( (b - a) / (large - small) )) instructions per request (parse, journal, decide, complete; callgrind)"
+a=$(count $small connection)
+b=$(count $large connection)
+echo "hotpath: $(( (b - a) / (large - small) )) instructions per request through the HTTP/1.1 connection machine (the same, plus its rules, rendering and the write call)"

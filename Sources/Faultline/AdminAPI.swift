@@ -14,24 +14,10 @@ final class AdminAPI {
     typealias Reply = (ResponseScript, (() -> Void)?) -> Void
 
     private unowned let core: ServerCore
-    private var waiters: [Int: Waiter] = [:]
-    private var nextWaiterID = 1
-
-    /// A `requests/wait` long-poll: answered as soon as `count` entries match, or when its timer fires.
-    private struct Waiter {
-        var connectionID: Int
-        var filter: JournalFilter
-        var count: Int
-        var request: HTTPRequest
-        var timer: LoopTimer
-        var reply: Reply
-    }
 
     init(core: ServerCore) {
         self.core = core
     }
-
-    var hasWaiters: Bool { !waiters.isEmpty }
 
     static let endpoints: [(method: String, path: String, summary: String)] = [
         ("GET", "/__faultline/health", "liveness, version, counters"),
@@ -198,39 +184,10 @@ final class AdminAPI {
         _ request: HTTPRequest, connectionID: Int, filter: JournalFilter, count: Int, timeout: Int,
         reply: @escaping Reply
     ) {
-        if core.journal.count(filter) >= count {
-            reply(Self.waitAnswer(request, core.journal, filter, count, satisfied: true), nil)
-            return
+        core.journalWaits.wait(filter, count: count, timeoutMilliseconds: timeout, owner: connectionID) {
+            [unowned core] satisfied in
+            reply(Self.waitAnswer(request, core.journal, filter, count, satisfied: satisfied), nil)
         }
-        let id = nextWaiterID
-        nextWaiterID += 1
-        let timer = LoopTimer(loop: core.loop, milliseconds: timeout) { [unowned self] in
-            guard let waiter = waiters.removeValue(forKey: id) else { return }
-            waiter.reply(Self.waitAnswer(waiter.request, core.journal, waiter.filter, waiter.count, satisfied: false), nil)
-        }
-        waiters[id] = Waiter(
-            connectionID: connectionID, filter: filter, count: count, request: request, timer: timer, reply: reply)
-    }
-
-    /// Re-checks every long-poll after the journal changed.
-    func journalChanged() {
-        for (id, waiter) in waiters where core.journal.count(waiter.filter) >= waiter.count {
-            waiters[id] = nil
-            waiter.timer.cancel()
-            waiter.reply(Self.waitAnswer(waiter.request, core.journal, waiter.filter, waiter.count, satisfied: true), nil)
-        }
-    }
-
-    func connectionClosed(_ connectionID: Int) {
-        for (id, waiter) in waiters where waiter.connectionID == connectionID {
-            waiter.timer.cancel()
-            waiters[id] = nil
-        }
-    }
-
-    func stop() {
-        for waiter in waiters.values { waiter.timer.cancel() }
-        waiters = [:]
     }
 
     /// 200 either way; `satisfied` says whether the condition held, and the entries show what was seen.

@@ -7,7 +7,9 @@ final class Connection: HTTP1ConnectionIO, TransportDelegate {
     let info: ConnectionInfo
     var id: Int { info.id }
     private let transport: Transport
-    private unowned let server: ServerCore
+    /// The server outlives its connections (it tears them down before it goes); unowned(unsafe) skips the
+    /// reference counting a checked reference costs per request.
+    private unowned(unsafe) let server: ServerCore
     @exclusivity(unchecked) private var machine: HTTP1Connection!
     @exclusivity(unchecked) private var timers: [LoopTimer?] = Array(repeating: nil, count: HTTP1Timer.allCases.count)
 

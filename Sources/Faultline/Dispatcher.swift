@@ -22,7 +22,8 @@ struct ConnectionInfo {
 /// carries out; it says how the exchange ended through `finished`. The journal entry is built here and only
 /// here. Loop thread only.
 final class Dispatcher {
-    private unowned let core: ServerCore
+    /// The server core owns the Dispatcher (unowned(unsafe): no reference counting per request).
+    private unowned(unsafe) let core: ServerCore
 
     init(core: ServerCore) {
         self.core = core

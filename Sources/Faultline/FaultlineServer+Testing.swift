@@ -29,21 +29,11 @@ extension FaultlineServer {
     ) async throws -> [JournalEntry] {
         let milliseconds = Int(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
         let result: (satisfied: Bool, entries: [JournalEntry]) = await withCheckedContinuation { continuation in
-            loop.post { [core, loop] in
+            loop.post { [core] in
                 let answer = Once(continuation)
-                if core.journal.count(filter) >= count {
-                    answer.resume((true, core.journal.query(filter)))
-                    return
-                }
-                let timer = LoopTimer(loop: loop, milliseconds: max(0, milliseconds)) {
-                    answer.resume((false, core.journal.query(filter)))
-                }
-                core.observeJournal { core in
-                    if answer.done { return true }
-                    guard core.journal.count(filter) >= count else { return false }
-                    timer.cancel()
-                    answer.resume((true, core.journal.query(filter)))
-                    return true
+                core.journalWaits.wait(filter, count: count, timeoutMilliseconds: milliseconds, owner: nil) {
+                    [unowned core] satisfied in
+                    answer.resume((satisfied, core.journal.query(filter)))
                 }
             }
         }
@@ -112,7 +102,7 @@ public struct Report: Sendable, CustomStringConvertible {
     }
 }
 
-/// Resumes a continuation once, whichever of the timer and the journal observer gets there first.
+/// Resumes a continuation once, however many times the answer is given.
 /// Loop thread only.
 private final class Once<Value: Sendable>: @unchecked Sendable {
     private var continuation: CheckedContinuation<Value, Never>?
@@ -120,8 +110,6 @@ private final class Once<Value: Sendable>: @unchecked Sendable {
     init(_ continuation: CheckedContinuation<Value, Never>) {
         self.continuation = continuation
     }
-
-    var done: Bool { continuation == nil }
 
     func resume(_ value: Value) {
         continuation?.resume(returning: value)

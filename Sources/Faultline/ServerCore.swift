@@ -26,19 +26,8 @@ final class ServerCore: @unchecked Sendable {
     private(set) var port = 0
     private(set) var isStopping = false
     let startedAtMonotonic = Clock.monotonicNanos()
-    /// Called on the loop thread whenever the journal changes (admin long-polls wait on it).
-    /// Called on the loop thread whenever the journal changes; an observer returning true is done and removed
-    /// (the Swift API's `waitForRequests`).
-    @exclusivity(unchecked) var journalObservers: [Int: (ServerCore) -> Bool] = [:]
-    private var nextObserverID = 1
-
-    @discardableResult
-    func observeJournal(_ observer: @escaping (ServerCore) -> Bool) -> Int {
-        let id = nextObserverID
-        nextObserverID += 1
-        journalObservers[id] = observer
-        return id
-    }
+    /// Long-polls on the journal (the admin API's and the Swift API's), re-checked whenever it changes.
+    private(set) lazy var journalWaits = JournalWaits(core: self)
     /// `serve --journal F`: finished entries appended as NDJSON. Set before the loop starts.
     @exclusivity(unchecked) var journalFile: JournalFile?
 
@@ -170,7 +159,7 @@ final class ServerCore: @unchecked Sendable {
 
     func connectionClosed(_ connection: Connection) {
         connections[connection.id] = nil
-        admin.connectionClosed(connection.id)
+        journalWaits.ownerGone(connection.id)
     }
 
     /// Stops on SIGINT and SIGTERM, through the loop (libevent's signal events), so shutdown runs on the
@@ -216,9 +205,7 @@ final class ServerCore: @unchecked Sendable {
     }
 
     private func notifyJournalObservers() {
-        if admin.hasWaiters { admin.journalChanged() }
-        if journalObservers.isEmpty { return }
-        for (id, observer) in journalObservers where observer(self) { journalObservers[id] = nil }
+        if !journalWaits.isEmpty { journalWaits.journalChanged() }
     }
 
     // MARK: - Scenarios
@@ -323,7 +310,7 @@ final class ServerCore: @unchecked Sendable {
         }
         signalEvents = []
         watcher?.stop()
-        admin.stop()
+        journalWaits.stop()
         for connection in Array(connections.values) { connection.teardown(.cancelled) }
         closeQueue.removeAll()
         closeQueueStart = 0

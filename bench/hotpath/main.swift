@@ -8,8 +8,12 @@ import FaultlineCore
 struct HotPath {
     static func main() throws {
         let arguments = CommandLine.arguments
-        guard arguments.count == 3, let requests = Int(arguments[2]) else {
-            print("usage: hotpath SCENARIO.json REQUESTS")
+        guard arguments.count >= 3, let requests = Int(arguments[2]) else {
+            print("usage: hotpath SCENARIO.json REQUESTS [connection]")
+            return
+        }
+        if arguments.count == 4 && arguments[3] == "connection" {
+            try throughConnection(path: arguments[1], requests: requests)
             return
         }
         let path = arguments[1]
@@ -54,6 +58,22 @@ struct HotPath {
         print("\(requests) requests, \(written) response bytes")
     }
 
+    /// The same requests through the HTTP/1.1 connection machine, as the server runs them: read event in, the
+    /// machine parses, hands the request to a Dispatcher-like IO (decide, journal), renders the script and writes
+    /// it, and completes the exchange when the (fake) output drains at once.
+    static func throughConnection(path: String, requests: Int) throws {
+        let scenario = try ScenarioLoader.load(bytes: try readAll(path), file: path, directory: nil)
+        let io = BenchIO(engine: Engine(scenarios: [scenario]))
+        let machine = HTTP1Connection(
+            io: io, settings: HTTP1Settings(parserLimits: HTTPParserLimits(), headerTimeoutMilliseconds: 10_000))
+        let request = Array("GET /item HTTP/1.1\r\nHost: 127.0.0.1:18081\r\n\r\n".utf8)
+        for _ in 0..<requests {
+            request.withUnsafeBytes { machine.received($0) }
+        }
+        guard io.journal.totalRecorded == requests else { fatalError("journaled \(io.journal.totalRecorded)") }
+        print("\(requests) requests through the connection machine, \(io.written) response bytes")
+    }
+
     static func readAll(_ path: String) throws -> [UInt8] {
         guard let file = fopen(path, "rb") else { throw HotPathError.unreadable(path) }
         defer { fclose(file) }
@@ -68,6 +88,61 @@ struct HotPath {
     }
 
     enum HotPathError: Error { case unreadable(String) }
+}
+
+/// What the server's Connection and Dispatcher do for the machine, minus the sockets and timers.
+final class BenchIO: HTTP1ConnectionIO {
+    let engine: Engine
+    // As in the server's core and connection: loop-confined state, no run-time exclusivity checks.
+    @exclusivity(unchecked) var journal = Journal(capacity: 10_000, maxBodyBytes: 65_536)
+    @exclusivity(unchecked) var written = 0
+    @exclusivity(unchecked) var tick: UInt64 = 0
+
+    init(engine: Engine) { self.engine = engine }
+
+    func write(_ bytes: UnsafeRawBufferPointer) -> Bool { written += bytes.count; return true }
+    var pendingOutput: Int { 0 }
+    var hasUnreadInput: Bool { false }
+    var peerHasReset: Bool { false }
+    func probePeer() {}
+    func shutdownWrite() {}
+    func close(abortive: Bool) {}
+    func closeSoon() {}
+    func setReading(_ enabled: Bool) {}
+    func startTimer(_ timer: HTTP1Timer, milliseconds: Int) {}
+    func cancelTimer(_ timer: HTTP1Timer) {}
+    func now() -> Arrival { tick += 1; return Arrival(wall: 0, monotonicNanos: tick * 1_000_000) }
+    func dispatch(_ request: HTTPRequest, _ context: RequestContext) -> Exchange {
+        let decision = engine.decide(
+            request, requestID: journal.nextSequence, connectionRequestIndex: context.indexOnConnection,
+            client: "127.0.0.1",
+            now: EngineInstant(monotonicMilliseconds: context.arrival.monotonicNanos / 1_000_000, wallSeconds: 0),
+            connection: 1)
+        var entry = JournalEntry(
+            receivedAtWall: context.arrival.wall, receivedAtMonotonicNanos: context.arrival.monotonicNanos,
+            connectionID: 1, indexOnConnection: context.indexOnConnection, clientAddress: "127.0.0.1:40000",
+            head: request.head, body: request.body, bodySize: request.body.count)
+        entry.scenario = decision.scenario
+        entry.scenarioVersion = decision.scenarioVersion
+        entry.route = decision.route
+        entry.step = decision.step
+        entry.status = decision.script.status
+        entry.notes = decision.notes
+        let exchange = Exchange(sequence: journal.record(consume entry), script: decision.script)
+        return exchange
+    }
+    func reject(_ error: HTTPParseError, _ context: RequestContext) -> Exchange { fatalError("bad request") }
+    func journalUnanswered(_ request: HTTPRequest?, _ error: HTTPParseError?, _ context: RequestContext,
+                           _ outcome: ExchangeOutcome) {}
+    func finished(_ exchange: Exchange, _ outcome: ExchangeOutcome, at: UInt64?) {
+        guard let sequence = exchange.sequence else { return }
+        let bytes = exchange.bytesWritten
+        journal.update(sequence) {
+            $0.outcome = outcome
+            $0.bytesWritten = bytes
+        }
+    }
+    func policyClosed(after sequence: Int, _ reason: PolicyClose) {}
 }
 
 #if canImport(Glibc)

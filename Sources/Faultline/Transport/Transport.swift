@@ -49,7 +49,9 @@ protocol Transport: AnyObject {
 /// syscalls). Writing goes straight to the socket while nothing is queued; what the kernel does not take at
 /// once is queued on a bufferevent, which keeps the order and reports drain and errors.
 final class TCPTransport: Transport {
-    weak var delegate: TransportDelegate?
+    /// Strong, not weak: a weak load per event costs more than the send. The cycle with the connection that
+    /// owns this transport is broken by `close`, which every connection reaches.
+    @exclusivity(unchecked) var delegate: TransportDelegate?
     let peerAddress: String
     private let fd: Int32
     private let loop: EventLoop

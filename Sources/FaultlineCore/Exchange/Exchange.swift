@@ -8,9 +8,18 @@ public final class Exchange {
     public let sequence: Int?
     /// The request asked for the connection to close after its response (`Connection: close`, HTTP/1.0).
     public let clientWantsClose: Bool
-    /// Nil until known: an admin long-poll answers later (`respond`).
-    @exclusivity(unchecked) public private(set) var script: ResponseScript?
+    /// False until the script is known: an admin long-poll answers later (`respond`).
+    @exclusivity(unchecked) public private(set) var hasScript = false
+    /// The script's steps and the facts the codec needs about it, kept as fields so that reading one does not
+    /// copy the whole script.
+    @exclusivity(unchecked) private var steps: [ScriptStep] = []
     @exclusivity(unchecked) private var cursor = 0
+    /// Whether the connection stays open after this response (`ResponseScript.keepAlive`).
+    @exclusivity(unchecked) public private(set) var keepAlive = true
+    @exclusivity(unchecked) public private(set) var idleCloseMilliseconds: Int?
+    @exclusivity(unchecked) public private(set) var policyClose: PolicyClose?
+    /// The script is a fault's: a close it ends with is the fault's doing, not a completed response.
+    @exclusivity(unchecked) public private(set) var isFault = false
     @exclusivity(unchecked) public var bytesWritten = 0
     /// Run once the response has been handed to the kernel (e.g. stop the server after `POST /shutdown`).
     @exclusivity(unchecked) public var afterCompletion: (() -> Void)?
@@ -22,14 +31,23 @@ public final class Exchange {
 
     public init(sequence: Int?, script: ResponseScript?, clientWantsClose: Bool = false) {
         self.sequence = sequence
-        self.script = script
         self.clientWantsClose = clientWantsClose
+        if let script { take(script) }
+    }
+
+    private func take(_ script: ResponseScript) {
+        hasScript = true
+        steps = script.steps
+        keepAlive = script.keepAlive
+        idleCloseMilliseconds = script.idleCloseMilliseconds
+        policyClose = script.policyClose
+        isFault = script.fault != nil
     }
 
     /// Gives a deferred exchange its script (an admin long-poll's answer) and wakes the codec if it waits.
     public func respond(_ script: ResponseScript) {
-        guard self.script == nil else { return }
-        self.script = script
+        guard !hasScript else { return }
+        take(script)
         let wake = whenScriptArrives
         whenScriptArrives = nil
         wake?()
@@ -46,10 +64,9 @@ public final class Exchange {
 
     /// The next step of the script. The codec pulls a step only when the previous one has been carried out.
     public func next() -> Pull {
-        guard let script else { return .notYet }
-        guard cursor < script.steps.count else { return .finished }
+        guard cursor < steps.count else { return hasScript ? .finished : .notYet }
         defer { cursor += 1 }
-        return .step(script.steps[cursor])
+        return .step(steps[cursor])
     }
 
     /// Marks the exchange ended, once; true the first time.
@@ -59,6 +76,56 @@ public final class Exchange {
     }
 }
 
+/// Where rendered bytes go: an array (tests, tools) or a connection's reusable `OutputBuffer`.
+public protocol ByteSink: ~Copyable {
+    mutating func append(bytes: [UInt8])
+}
+
+extension Array: ByteSink where Element == UInt8 {
+    public mutating func append(bytes: [UInt8]) { append(contentsOf: bytes) }
+}
+
+/// A growable byte buffer that is emptied by resetting a count: no reference counting and no per-use
+/// allocation, for the bytes a connection renders between two writes. Not copyable: one owner frees it.
+public struct OutputBuffer: ByteSink, ~Copyable {
+    private var base: UnsafeMutableRawPointer
+    private var capacity: Int
+    public private(set) var count = 0
+
+    public init(capacity: Int = 4096) {
+        self.capacity = max(capacity, 64)
+        base = UnsafeMutableRawPointer.allocate(byteCount: self.capacity, alignment: 16)
+    }
+
+    deinit { base.deallocate() }
+
+    public var isEmpty: Bool { count == 0 }
+
+    public mutating func append(bytes: [UInt8]) {
+        let needed = count + bytes.count
+        if needed > capacity {
+            var grown = capacity * 2
+            while grown < needed { grown *= 2 }
+            let bigger = UnsafeMutableRawPointer.allocate(byteCount: grown, alignment: 16)
+            bigger.copyMemory(from: base, byteCount: count)
+            base.deallocate()
+            base = bigger
+            capacity = grown
+        }
+        bytes.withUnsafeBytes { source in
+            if let from = source.baseAddress { (base + count).copyMemory(from: from, byteCount: source.count) }
+        }
+        count = needed
+    }
+
+    /// The bytes appended since the last `reset`.
+    public func withBytes<T>(_ body: (UnsafeRawBufferPointer) -> T) -> T {
+        body(UnsafeRawBufferPointer(start: base, count: count))
+    }
+
+    public mutating func reset() { count = 0 }
+}
+
 /// Renders script steps as HTTP/1.1 bytes: the writing half of the HTTP/1.1 codec. Keeps the one fact a
 /// response's framing needs across steps: whether its head declared chunked.
 public struct HTTP1Renderer: Sendable {
@@ -66,28 +133,31 @@ public struct HTTP1Renderer: Sendable {
 
     public init() {}
 
+    private static let crlf: [UInt8] = [13, 10]
+    private static let lastChunk = Array("0\r\n\r\n".utf8)
+
     /// Appends the bytes `step` puts on the wire to `out`. Steps that are not bytes (waits, aborts, hang)
     /// append nothing; the connection carries them out.
-    public mutating func render(_ step: ScriptStep, into out: inout [UInt8]) {
+    public mutating func render<Sink: ByteSink & ~Copyable>(_ step: ScriptStep, into out: inout Sink) {
         switch step {
         case .head(let head):
             chunked = head.chunked
-            out.append(contentsOf: head.http1)
+            out.append(bytes: head.http1)
         case .body(let bytes):
             guard chunked else {
-                out.append(contentsOf: bytes)
+                out.append(bytes: bytes)
                 return
             }
             guard !bytes.isEmpty else { return }  // a zero-size chunk would end the body
-            out.append(contentsOf: String(bytes.count, radix: 16).utf8)
-            out.append(contentsOf: [13, 10])
-            out.append(contentsOf: bytes)
-            out.append(contentsOf: [13, 10])
+            out.append(bytes: Array(String(bytes.count, radix: 16).utf8))
+            out.append(bytes: Self.crlf)
+            out.append(bytes: bytes)
+            out.append(bytes: Self.crlf)
         case .end:
-            if chunked { out.append(contentsOf: Array("0\r\n\r\n".utf8)) }
+            if chunked { out.append(bytes: Self.lastChunk) }
             chunked = false
         case .raw(let bytes):
-            out.append(contentsOf: bytes)
+            out.append(bytes: bytes)
         case .wait, .abortExchange, .abortConnection, .hang:
             break
         }

@@ -139,12 +139,14 @@ public final class HTTP1Connection {
 
     @exclusivity(unchecked) public private(set) var state: State = .idle
     @exclusivity(unchecked) public private(set) var readSide: ReadSide = .open
-    private unowned let io: HTTP1ConnectionIO
+    /// unowned(unsafe): the IO owns this machine and outlives it; a checked unowned reference would cost
+    /// atomic reference counting on every action.
+    private unowned(unsafe) let io: HTTP1ConnectionIO
     private let settings: HTTP1Settings
     @exclusivity(unchecked) private var parser: HTTPRequestParser
     @exclusivity(unchecked) private var renderer = HTTP1Renderer()
     /// Bytes rendered since the last write: a script's consecutive byte steps go out in one write.
-    @exclusivity(unchecked) private var output: [UInt8] = []
+    @exclusivity(unchecked) private var output = OutputBuffer()
     @exclusivity(unchecked) private var exchanges: [Exchange] = []
     /// Exchanges whose bytes are all queued; they complete when the output drains.
     @exclusivity(unchecked) private var awaitingDrain: [Exchange] = []
@@ -162,7 +164,6 @@ public final class HTTP1Connection {
         self.io = io
         self.settings = settings
         parser = HTTPRequestParser(limits: settings.parserLimits)
-        output.reserveCapacity(4096)
     }
 
     private func transition(to next: State) {
@@ -358,7 +359,7 @@ public final class HTTP1Connection {
 
     private func startNextIfIdle() {
         guard state == .idle, let exchange = exchanges.first else { return }
-        guard exchange.script != nil else {
+        guard exchange.hasScript else {
             exchange.whenScriptArrives = { [weak self] in self?.startNextIfIdle() }
             return
         }
@@ -369,9 +370,9 @@ public final class HTTP1Connection {
     /// Writes what has been rendered. False when the client is gone: the connection has been torn down.
     private func flush() -> Bool {
         guard !output.isEmpty else { return true }
-        let ok = output.withUnsafeBytes { io.write($0) }
+        let ok = output.withBytes { io.write($0) }
         if let exchange = exchanges.first { exchange.bytesWritten += output.count }
-        output.removeAll(keepingCapacity: true)
+        output.reset()
         if !ok { teardown(.clientClosed) }
         return ok
     }
@@ -424,12 +425,12 @@ public final class HTTP1Connection {
 
     /// Every step of the head exchange has run: it completes when its bytes have drained.
     private func finishExchange() {
-        let exchange = exchanges.removeFirst()
+        let exchange = removeHead()
         awaitingDrain.append(exchange)
         transition(to: .idle)
         if io.pendingOutput == 0 { drained() }
         guard state == .idle else { return }
-        if exchange.script?.keepAlive == false {
+        if !exchange.keepAlive {
             transition(to: .closingWhenDrained)
             if io.pendingOutput == 0 { closeGracefully(after: exchange) }
             return
@@ -441,10 +442,21 @@ public final class HTTP1Connection {
         startNextIfIdle()
         updateReadInterest()
         if state == .idle, exchanges.isEmpty, !parser.hasPartialRequest,
-           let idle = exchange.script?.idleCloseMilliseconds {
+           let idle = exchange.idleCloseMilliseconds {
             lastSequence = exchange.sequence
             start(.idle, idle)
         }
+    }
+
+    /// Takes the head exchange off the queue; the common single-exchange queue keeps its storage.
+    @discardableResult
+    private func removeHead() -> Exchange {
+        if exchanges.count == 1 {
+            let exchange = exchanges[0]
+            exchanges.removeLast()
+            return exchange
+        }
+        return exchanges.removeFirst()
     }
 
     /// The output buffer is empty.
@@ -503,7 +515,7 @@ public final class HTTP1Connection {
     /// A close, reset or shutdown, with the output already drained.
     private func perform(_ abort: ConnectionAbort) {
         guard let exchange = exchanges.first else { return }
-        let byFault = exchange.script?.fault != nil
+        let byFault = exchange.isFault
         switch abort {
         case .reset:
             complete(exchange, .resetSent)
@@ -534,7 +546,7 @@ public final class HTTP1Connection {
             if awaitingDrain.isEmpty { teardown(.cancelled) } else { settle() }
             return
         }
-        let byPolicy = last?.script?.policyClose != nil
+        let byPolicy = last?.policyClose != nil
         // The client said this was its last request: a plain close sends FIN after our bytes, and there is
         // nothing a lingering close would protect. The close (FIN, socket teardown: as costly as the send) waits
         // in the server's close queue until no timer or socket is ready, so a burst of delays expiring together
