@@ -279,4 +279,14 @@ final class FakeHTTP1IO: HTTP1ConnectionIO {
         machine.drained()
         #expect(io.take() == ["finished /r reset-sent", "close RST"])
     }
+
+    @Test func onlyTheRulesTransitionsAreLegal() {
+        #expect(HTTP1Connection.isLegal(from: .idle, to: .responding))
+        #expect(HTTP1Connection.isLegal(from: .waiting, to: .responding))
+        #expect(!HTTP1Connection.isLegal(from: .hanging, to: .responding), "a hang ends only with the connection")
+        #expect(!HTTP1Connection.isLegal(from: .halfClosed, to: .idle), "nothing is answered after a half-close")
+        #expect(!HTTP1Connection.isLegal(from: .lingering(readsLateRequests: false), to: .responding))
+        #expect(!HTTP1Connection.isLegal(from: .settling, to: .responding))
+        #expect(!HTTP1Connection.isLegal(from: .idle, to: .waiting), "a wait belongs to a response in progress")
+    }
 }

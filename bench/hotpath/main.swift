@@ -24,8 +24,7 @@ struct HotPath {
         var parser = HTTPRequestParser()
         let request = Array("GET /item HTTP/1.1\r\nHost: 127.0.0.1:18081\r\n\r\n".utf8)
         var written = 0
-        var output: [UInt8] = []
-        output.reserveCapacity(4096)
+        var output = OutputBuffer()
         for index in 0..<requests {
             parser.append(request)
             while let event = parser.next() {
@@ -47,7 +46,7 @@ struct HotPath {
                 var renderer = HTTP1Renderer()
                 for step in decision.script.steps { renderer.render(step, into: &output) }
                 written += output.count
-                output.removeAll(keepingCapacity: true)
+                output.reset()
                 journal.update(sequence) {
                     $0.outcome = .completed
                     $0.bytesWritten = written

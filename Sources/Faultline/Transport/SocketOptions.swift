@@ -21,20 +21,26 @@ enum SocketOptions {
     static func suppressSigpipe(_ fd: Int32) {
         #if !os(Linux)
         var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
+        _ = try? syscall("setsockopt(SO_NOSIGPIPE)", blocking: true) {
+            setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
+        }
         #endif
     }
 
     /// Small writes go out at once: responses are often tiny and drips are deliberately small.
     static func noDelay(_ fd: Int32) {
         var one: Int32 = 1
-        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        _ = try? syscall("setsockopt(TCP_NODELAY)", blocking: true) {
+            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        }
     }
 
     /// Makes `close()` abort the connection with RST (`SO_LINGER {on, 0 s}`, RFC 9293 §3.10.7.1).
     static func abortOnClose(_ fd: Int32) {
         var option = linger(l_onoff: 1, l_linger: 0)
-        setsockopt(fd, SOL_SOCKET, SO_LINGER, &option, socklen_t(MemoryLayout<linger>.size))
+        _ = try? syscall("setsockopt(SO_LINGER)", blocking: true) {
+            setsockopt(fd, SOL_SOCKET, SO_LINGER, &option, socklen_t(MemoryLayout<linger>.size))
+        }
     }
 
     /// Whether the peer answered with RST: a pending `ECONNRESET`/`EPIPE`, or (Linux) TCP already in CLOSE
@@ -42,13 +48,15 @@ enum SocketOptions {
     static func peerHasReset(_ fd: Int32) -> Bool {
         var error: Int32 = 0
         var length = socklen_t(MemoryLayout<Int32>.size)
-        getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length)
+        _ = try? syscall("getsockopt(SO_ERROR)", blocking: true) { getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) }
         if error == ECONNRESET || error == EPIPE { return true }
         #if os(Linux)
         var info = tcp_info()
         var infoLength = socklen_t(MemoryLayout<tcp_info>.size)
-        return getsockopt(fd, Int32(IPPROTO_TCP), TCP_INFO, &info, &infoLength) == 0
-            && info.tcpi_state == UInt8(TCP_CLOSE)
+        let read = try? syscall("getsockopt(TCP_INFO)", blocking: true) {
+            getsockopt(fd, Int32(IPPROTO_TCP), TCP_INFO, &info, &infoLength)
+        }
+        return read != nil && info.tcpi_state == UInt8(TCP_CLOSE)
         #else
         return false
         #endif
@@ -57,6 +65,7 @@ enum SocketOptions {
     /// Bytes the kernel holds from the peer that nobody has read; true when it cannot tell.
     static func hasUnreadInput(_ fd: Int32) -> Bool {
         var available: Int32 = 0
-        return ioctl(fd, UInt(FIONREAD), &available) != 0 || available > 0
+        let asked = try? syscall("ioctl(FIONREAD)", blocking: true) { ioctl(fd, UInt(FIONREAD), &available) }
+        return asked == nil || available > 0
     }
 }

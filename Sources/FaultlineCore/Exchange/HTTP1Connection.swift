@@ -166,9 +166,32 @@ public final class HTTP1Connection {
         parser = HTTPRequestParser(limits: settings.parserLimits)
     }
 
+    /// Every change of `state` but the one to `closed` (`teardown`, legal from anywhere) comes through here; an
+    /// illegal transition traps in debug builds.
     private func transition(to next: State) {
-        assert(state != .closed, "HTTP/1.1 connection: transition from closed to \(next)")
+        assert(Self.isLegal(from: state, to: next), "HTTP/1.1 connection: illegal transition \(state) → \(next)")
         state = next
+    }
+
+    /// The transitions the connection rules allow.
+    static func isLegal(from: State, to next: State) -> Bool {
+        switch (from, next) {
+        case (.idle, .responding), (.responding, .idle), (.responding, .waiting), (.waiting, .responding),
+             (.responding, .draining), (.responding, .hanging), (.responding, .halfClosed),
+             (.draining, .halfClosed), (.idle, .closingWhenDrained), (.lingering(true), .lingering(false)):
+            return true
+        case (.idle, .settling), (.responding, .settling), (.draining, .settling), (.closingWhenDrained, .settling):
+            // The client's FIN came before the last response drained.
+            return true
+        case (.idle, .closeQueued), (.responding, .closeQueued), (.draining, .closeQueued),
+             (.closingWhenDrained, .closeQueued):
+            return true
+        case (.idle, .lingering), (.responding, .lingering), (.draining, .lingering), (.closingWhenDrained, .lingering),
+             (.closeQueued, .lingering):
+            return true
+        default:
+            return false
+        }
     }
 
     /// Whether a scripted response is in progress that a scenario reset must not let leak into the next test.
@@ -332,7 +355,7 @@ public final class HTTP1Connection {
                 io.journalUnanswered(request, nil, nextContext(), .connectionClosing)
             case .failure:
                 // Not worth answering on a closing connection; stop parsing what follows.
-                state = .lingering(readsLateRequests: false)
+                transition(to: .lingering(readsLateRequests: false))
             }
         }
     }
