@@ -20,7 +20,11 @@ let package = Package(
         ),
         // Pure Swift: parser, scenarios, engine, journal. No sockets, no libevent.
         .target(name: "FaultlineCore"),
-        .target(name: "Faultline", dependencies: ["FaultlineCore", "CLibevent"]),
+        // The admin API's OpenAPI document is compiled into the binary as bytes (`PackageResources.openapi_json`):
+        // served at `/__faultline/openapi.json` with no file needed at run time. docs/openapi.json links to it.
+        .target(
+            name: "Faultline", dependencies: ["FaultlineCore", "CLibevent"],
+            resources: [.embedInCode("Resources/openapi.json")]),
         .executableTarget(name: "faultline", dependencies: ["Faultline"]),
         // Example URLSession clients, a careful one and a naive one, judged by the tests against the bundled scenarios.
         .target(name: "ExampleClients", path: "Examples/ExampleClients"),

@@ -169,7 +169,7 @@ final class AdminAPI {
             // The bytes of docs/openapi.json as they are, not re-serialized JSON.
             let document = HTTPResponse(
                 status: 200, headers: HTTPHeaders([("Content-Type", "application/json")]),
-                body: Array(OpenAPISpec.json.utf8))
+                body: PackageResources.openapi_json)
             reply(ResponseScript.simple(for: request, response: document), nil)
         case ("POST", "shutdown"):
             respond(202, .object([("stopping", .bool(true))]), after: { [core] in core.stop() })

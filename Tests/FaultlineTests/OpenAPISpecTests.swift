@@ -2,7 +2,8 @@ import Faultline
 import Foundation
 import Testing
 
-/// `GET /__faultline/openapi.json` serves docs/openapi.json, embedded in the binary by scripts/gen-openapi-swift.sh.
+/// `GET /__faultline/openapi.json` serves docs/openapi.json (a link to Sources/Faultline/Resources/openapi.json, which
+/// SwiftPM compiles into the binary: `.embedInCode`).
 /// These fail when someone edits the file and forgets to regenerate; tests/python/test_openapi.py fuzzes the API
 /// against the description.
 @Suite struct OpenAPISpecTests {
@@ -23,7 +24,7 @@ import Testing
         #expect(head.contains("Content-Type: application/json"))
         // Compared first, so a failure names the fix instead of printing 50 KB of JSON twice.
         let same = parts.dropFirst().joined(separator: "\r\n\r\n") == onDisk
-        #expect(same, "the embedded copy differs from docs/openapi.json: run scripts/gen-openapi-swift.sh")
+        #expect(same, "the served document differs from docs/openapi.json")
     }
 
     @Test func describesThisVersion() throws {
