@@ -60,45 +60,256 @@ public struct CommandLineError: Error, Equatable, CustomStringConvertible {
     public var description: String { message }
 }
 
-/// The `faultline` command line (ARCHITECTURE §9).
+/// One option of a command, declared once: its names (the long one first), the name of the value it takes (nil
+/// for a flag), its help text, and what it does to the command's options. The parser and `--help` both read
+/// these declarations, so the two cannot disagree.
+struct OptionSpec<Options>: Sendable {
+    let names: [String]
+    let value: String?
+    /// The command cannot run without it.
+    let required: Bool
+    let help: String
+    let apply: @Sendable (inout Options, String) throws(CommandLineError) -> Void
+
+    init(_ names: [String], value: String? = nil, required: Bool = false, _ help: String,
+         _ apply: @escaping @Sendable (inout Options, String) throws(CommandLineError) -> Void) {
+        self.names = names
+        self.value = value
+        self.required = required
+        self.help = help
+        self.apply = apply
+    }
+
+    /// `--name VALUE`, `--name`, or, for a value drawn from a list, `--name a|b`.
+    var synopsis: String { value.map { "\(names[0]) \($0)" } ?? names[0] }
+}
+
+/// A command: its name, its positional arguments, its options, and a one-paragraph summary for `--help`.
+struct CommandSpec<Options>: Sendable {
+    let name: String
+    let summary: String
+    /// How the positional arguments read in the synopsis (`PATHS…`), nil when the command takes none.
+    let positionals: String?
+    let positionalsOptional: Bool
+    let options: [OptionSpec<Options>]
+    let positional: @Sendable (inout Options, String) throws(CommandLineError) -> Void
+
+    var synopsis: String {
+        var parts = ["faultline", name]
+        if let positionals { parts.append(positionalsOptional ? "[\(positionals)]" : positionals) }
+        parts += options.map { $0.required ? $0.synopsis : "[\($0.synopsis)]" }
+        return parts.joined(separator: " ")
+    }
+
+    /// Parses the words after the command name: `--opt value` and `--opt=value` alike, options and positionals
+    /// in any order, `--help` anywhere. Nil means help was asked for.
+    func parse(_ arguments: [String], into options: inout Options) throws(CommandLineError) -> Bool {
+        var index = 0
+        var given: Set<String> = []
+        while index < arguments.count {
+            let argument = arguments[index]
+            index += 1
+            if argument == "--help" || argument == "-h" { return false }
+            guard argument.hasPrefix("-"), argument != "-" else {
+                guard positionals != nil else {
+                    throw CommandLineError(message: "\(name): unexpected argument \(argument)")
+                }
+                try positional(&options, argument)
+                continue
+            }
+            var flag = argument
+            var inline: String?
+            if argument.hasPrefix("--"), let equals = argument.firstIndex(of: "=") {
+                flag = String(argument[..<equals])
+                inline = String(argument[argument.index(after: equals)...])
+            }
+            guard let spec = self.options.first(where: { $0.names.contains(flag) }) else {
+                throw CommandLineError(message: "\(name): unknown option \(flag)")
+            }
+            given.insert(spec.names[0])
+            if spec.value == nil {
+                if inline != nil { throw CommandLineError(message: "\(name): \(flag) takes no value") }
+                try spec.apply(&options, "")
+                continue
+            }
+            if let inline {
+                try spec.apply(&options, inline)
+            } else {
+                guard index < arguments.count else {
+                    throw CommandLineError(message: "\(name): \(flag) needs a value")
+                }
+                try spec.apply(&options, arguments[index])
+                index += 1
+            }
+        }
+        if let missing = self.options.first(where: { $0.required && !given.contains($0.names[0]) }) {
+            throw CommandLineError(message: "\(name): give \(missing.synopsis), \(missing.help)")
+        }
+        return true
+    }
+
+}
+
+/// An integer option's value, checked against its range.
+private func integer(
+    _ command: String, _ flag: String, _ text: String, _ range: ClosedRange<Int>
+) throws(CommandLineError) -> Int {
+    guard let number = Int(text), range.contains(number) else {
+        throw CommandLineError(
+            message: "\(command): \(flag) must be an integer in \(range.lowerBound)…\(range.upperBound), got \"\(text)\"")
+    }
+    return number
+}
+
+/// `serve`'s options while parsing: `--quiet` and `--log-format` are combined only at the end, so their
+/// order does not matter.
+struct ServeParse {
+    var options = ServeOptions()
+    var quiet = false
+    var format = RequestLogFormat.text
+}
+
+/// `verify` and `export` while parsing.
+struct RemoteParse {
+    var url: String?
+    var format = ExportOptions.Format.har
+    var output: String?
+}
+
+/// The `faultline` command line (ARCHITECTURE §9): one declarative table of commands and options.
 public enum FaultlineCommandLine {
-    public static let usage = """
-        faultline \(Faultline.version) — a fault-injecting stub HTTP/1.1 server
+    static let serve = CommandSpec<ServeParse>(
+        name: "serve",
+        summary: """
+            Serve the scenario files or folders given (default: ./scenarios). The first line on stdout is \
+            "listening on http://HOST:PORT". Stops cleanly on SIGINT, SIGTERM or POST /__faultline/shutdown. \
+            SIGHUP reloads the scenario files.
+            """,
+        positionals: "PATHS…", positionalsOptional: true,
+        options: [
+            OptionSpec(["--host"], value: "H", "interface to bind (default 127.0.0.1; loopback unless you say otherwise)") {
+                $0.options.host = $1
+            },
+            OptionSpec(["--port", "-p"], value: "N", "port to bind (default 0: a free port, printed on the first line)") {
+                (parse: inout ServeParse, text: String) throws(CommandLineError) in
+                parse.options.port = try integer("serve", "--port", text, 0...65535)
+            },
+            OptionSpec(["--port-file"], value: "F", "also write the bound port to F (written whole, then renamed into place)") {
+                $0.options.portFile = $1
+            },
+            OptionSpec(["--max-journal"], value: "N", "journal entries kept (default 10000; counters stay exact after eviction)") {
+                (parse: inout ServeParse, text: String) throws(CommandLineError) in
+                parse.options.journalCapacity = try integer("serve", "--max-journal", text, 1...10_000_000)
+            },
+            OptionSpec(["--max-body"], value: "BYTES", "largest request body accepted; larger gets 413 (default 10485760)") {
+                (parse: inout ServeParse, text: String) throws(CommandLineError) in
+                parse.options.maxBodyBytes = try integer("serve", "--max-body", text, 0...(1 << 30))
+            },
+            OptionSpec(["--header-timeout"], value: "MS", "header section deadline; slower clients get 408 (default 10000)") {
+                (parse: inout ServeParse, text: String) throws(CommandLineError) in
+                parse.options.headerTimeoutMilliseconds = try integer("serve", "--header-timeout", text, 1...3_600_000)
+            },
+            OptionSpec(["--journal"], value: "F", "append each journal entry to F as a line of JSON (NDJSON) when its exchange ends") {
+                $0.options.journalFile = $1
+            },
+            OptionSpec(["--log-format"], value: "text|json", """
+                stderr log, one line per finished request: text (default; coloured on a terminal unless NO_COLOR \
+                is set) or json (the journal entry)
+                """) { (parse: inout ServeParse, text: String) throws(CommandLineError) in
+                guard let format = RequestLogFormat(rawValue: text) else {
+                    throw CommandLineError(message: "serve: --log-format must be text or json, got \"\(text)\"")
+                }
+                parse.format = format
+            },
+            OptionSpec(["--quiet", "-q"], "no per-request log") { parse, _ in parse.quiet = true },
+            OptionSpec(["--watch", "-w"], """
+                reload the scenario files when one is saved, renamed or removed; a file that fails to load is \
+                reported and the previous scenarios keep serving
+                """) { parse, _ in parse.options.watch = true },
+        ],
+        positional: { parse, path in parse.options.paths.append(path) })
 
-        USAGE
-          faultline serve [PATHS…] [--host H] [--port N] [--port-file F] [--max-journal N]
-                          [--max-body BYTES] [--header-timeout MS] [--journal F]
-                          [--log-format text|json] [--quiet] [--watch]
-          faultline validate PATHS…
-          faultline verify --url http://127.0.0.1:PORT
-          faultline export --url http://127.0.0.1:PORT [--format har|ndjson] [--output F]
-          faultline --help | --version
+    static let validate = CommandSpec<[String]>(
+        name: "validate",
+        summary: "Check scenario files; print every problem with file, JSON path and message.",
+        positionals: "PATHS…", positionalsOptional: false, options: [],
+        positional: { paths, path in paths.append(path) })
 
-        serve      Serve the scenario files or folders given (default: ./scenarios). The first line on
-                   stdout is "listening on http://HOST:PORT". Stops cleanly on SIGINT, SIGTERM or
-                   POST /__faultline/shutdown. SIGHUP reloads the scenario files.
-        validate   Check scenario files; print every problem with file, JSON path and message.
-        verify     Print a running server's verdicts (GET /__faultline/report); exit 1 if any rule failed.
-        export     Write a running server's journal as HAR 1.2 (default) or NDJSON, to --output F or stdout.
+    static let urlOption = OptionSpec<RemoteParse>(
+        ["--url", "-u"], value: "URL", required: true, "http://HOST:PORT of a running faultline (verify, export)") {
+        $0.url = $1
+    }
 
-        OPTIONS
-          --host H            interface to bind (default 127.0.0.1; loopback unless you say otherwise)
-          --port N            port to bind (default 0: a free port, printed on the first line)
-          --port-file F       also write the bound port to F (written whole, then renamed into place)
-          --max-journal N     journal entries kept (default 10000; counters stay exact after eviction)
-          --max-body BYTES    largest request body accepted; larger gets 413 (default 10485760)
-          --header-timeout MS header section deadline; slower clients get 408 (default 10000)
-          --journal F         append each journal entry to F as a line of JSON (NDJSON) when its exchange ends
-          --log-format F      stderr log, one line per finished request: text (default; coloured on a
-                              terminal unless NO_COLOR is set) or json (the journal entry)
-          --quiet             no per-request log
-          --watch             reload the scenario files when one is saved, renamed or removed; a file that
-                              fails to load is reported and the previous scenarios keep serving
+    static let verify = CommandSpec<RemoteParse>(
+        name: "verify",
+        summary: "Print a running server's verdicts (GET /__faultline/report); exit 1 if any rule failed.",
+        positionals: nil, positionalsOptional: true, options: [urlOption],
+        positional: { _, _ in })
 
-        EXIT CODES
-          0 success · 1 scenario files invalid, a verdict failed, or the export could not be written · 2 server
-          failed to start (port in use, journal file not writable) or could not be reached · 64 bad command line
-        """
+    static let export = CommandSpec<RemoteParse>(
+        name: "export",
+        summary: "Write a running server's journal as HAR 1.2 (default) or NDJSON, to --output F or stdout.",
+        positionals: nil, positionalsOptional: true,
+        options: [
+            urlOption,
+            OptionSpec(["--format", "-f"], value: "har|ndjson", "what export writes (default har)") {
+                (parse: inout RemoteParse, text: String) throws(CommandLineError) in
+                guard let format = ExportOptions.Format(rawValue: text) else {
+                    throw CommandLineError(message: "export: --format must be har or ndjson, got \"\(text)\"")
+                }
+                parse.format = format
+            },
+            OptionSpec(["--output", "-o"], value: "F", "where export writes (default stdout)") { $0.output = $1 },
+        ],
+        positional: { _, _ in })
+
+    /// `--help`, generated from the declarations above.
+    public static var usage: String {
+        /// `head` as it is, then `body` wrapped at `width` columns, continuation lines indented to `indent`.
+        func wrap(_ head: String, _ body: String, indent: Int, width: Int = 110) -> [String] {
+            var lines: [String] = []
+            var current = head
+            var fresh = true
+            for word in body.split(separator: " ") {
+                if !fresh && current.count + 1 + word.count > width {
+                    lines.append(current)
+                    current = String(repeating: " ", count: indent) + word
+                } else {
+                    current += (fresh ? "" : " ") + word
+                }
+                fresh = false
+            }
+            lines.append(current)
+            return lines
+        }
+        func padded(_ text: String, _ width: Int) -> String {
+            text.count < width ? text + String(repeating: " ", count: width - text.count) : text + "  "
+        }
+        var text = ["faultline \(Faultline.version) — a fault-injecting stub HTTP/1.1 server", "", "USAGE"]
+        for command in [serve.synopsis, validate.synopsis, verify.synopsis, export.synopsis] {
+            let words = command.split(separator: " ", maxSplits: 2).map(String.init)
+            text += wrap("  \(words[0]) \(words[1]) ", words.count > 2 ? words[2] : "", indent: 18)
+        }
+        text.append("  faultline --help | --version")
+        text.append("")
+        let summaries = [(serve.name, serve.summary), (validate.name, validate.summary), (verify.name, verify.summary),
+                         (export.name, export.summary)]
+        for (name, summary) in summaries {
+            text += wrap("  " + padded(name, 11), summary, indent: 13)
+        }
+        text += ["", "OPTIONS"]
+        let options = serve.options.map { ($0.names, $0.value, $0.help) }
+            + export.options.map { ($0.names, $0.value, $0.help) }
+        for (names, value, help) in options {
+            text += wrap("  " + padded(names.joined(separator: ", ") + (value.map { " \($0)" } ?? ""), 24), help, indent: 26)
+        }
+        text += ["", "EXIT CODES"]
+        text += wrap("  ", """
+            0 success · 1 scenario files invalid, a verdict failed, or the export could not be written · 2 server \
+            failed to start (port in use, journal file not writable) or could not be reached · 64 bad command line
+            """, indent: 2)
+        return text.joined(separator: "\n")
+    }
 
     public static func parse(_ arguments: [String]) throws(CommandLineError) -> CommandLineRequest {
         guard let command = arguments.first else { return .help(topic: nil) }
@@ -106,117 +317,33 @@ public enum FaultlineCommandLine {
         switch command {
         case "--help", "-h", "help": return .help(topic: rest.first)
         case "--version", "-V", "version": return .version
-        case "validate":
-            if rest.contains("--help") { return .help(topic: "validate") }
-            if let flag = rest.first(where: { $0.hasPrefix("-") }) {
-                throw CommandLineError(message: "validate: unknown option \(flag)")
-            }
-            guard !rest.isEmpty else { throw CommandLineError(message: "validate: give at least one file or folder") }
-            return .validate(paths: rest)
         case "serve":
-            return try parseServe(rest)
+            var parse = ServeParse()
+            guard try serve.parse(rest, into: &parse) else { return .help(topic: "serve") }
+            parse.options.requestLog = parse.quiet ? nil : parse.format
+            return .serve(parse.options)
+        case "validate":
+            var paths: [String] = []
+            guard try validate.parse(rest, into: &paths) else { return .help(topic: "validate") }
+            guard !paths.isEmpty else { throw CommandLineError(message: "validate: give at least one file or folder") }
+            return .validate(paths: paths)
         case "verify":
-            if rest.contains("--help") { return .help(topic: "verify") }
-            guard rest.count == 2, rest[0] == "--url" || rest[0] == "-u" else {
-                if rest.count == 1, rest[0].hasPrefix("--url=") { return .verify(url: String(rest[0].dropFirst(6))) }
+            var parse = RemoteParse()
+            guard try verify.parse(rest, into: &parse) else { return .help(topic: "verify") }
+            guard let url = parse.url else {
                 throw CommandLineError(message: "verify: give --url http://HOST:PORT of a running faultline")
             }
-            return .verify(url: rest[1])
+            return .verify(url: url)
         case "export":
-            return try parseExport(rest)
+            var parse = RemoteParse()
+            guard try export.parse(rest, into: &parse) else { return .help(topic: "export") }
+            guard let url = parse.url else {
+                throw CommandLineError(message: "export: give --url http://HOST:PORT of a running faultline")
+            }
+            return .export(ExportOptions(url: url, format: parse.format, output: parse.output))
         default:
-            throw CommandLineError(message: "unknown command \"\(command)\"; try serve, validate, verify, export, --help or --version")
+            throw CommandLineError(
+                message: "unknown command \"\(command)\"; try serve, validate, verify, export, --help or --version")
         }
-    }
-
-    private static func parseServe(_ arguments: [String]) throws(CommandLineError) -> CommandLineRequest {
-        var options = ServeOptions()
-        var index = 0
-        func value(_ flag: String) throws(CommandLineError) -> String {
-            index += 1
-            guard index < arguments.count else { throw CommandLineError(message: "serve: \(flag) needs a value") }
-            return arguments[index]
-        }
-        func integer(_ flag: String, _ range: ClosedRange<Int>) throws(CommandLineError) -> Int {
-            let text = try value(flag)
-            guard let number = Int(text), range.contains(number) else {
-                throw CommandLineError(message: "serve: \(flag) must be an integer in \(range.lowerBound)…\(range.upperBound), got \"\(text)\"")
-            }
-            return number
-        }
-        while index < arguments.count {
-            var argument = arguments[index]
-            // Accept --flag=value as well as --flag value.
-            if argument.hasPrefix("--"), let eq = argument.firstIndex(of: "=") {
-                let flag = String(argument[..<eq])
-                var expanded = arguments
-                expanded[index] = flag
-                expanded.insert(String(argument[argument.index(after: eq)...]), at: index + 1)
-                return try parseServe(expanded)
-            }
-            switch argument {
-            case "--help", "-h": return .help(topic: "serve")
-            case "--host": options.host = try value(argument)
-            case "--port", "-p": options.port = try integer(argument, 0...65535)
-            case "--port-file": options.portFile = try value(argument)
-            case "--max-journal": options.journalCapacity = try integer(argument, 1...10_000_000)
-            case "--max-body": options.maxBodyBytes = try integer(argument, 0...(1 << 30))
-            case "--header-timeout": options.headerTimeoutMilliseconds = try integer(argument, 1...3_600_000)
-            case "--journal": options.journalFile = try value(argument)
-            case "--quiet", "-q": options.requestLog = nil
-            case "--watch", "-w": options.watch = true
-            case "--log-format":
-                let text = try value(argument)
-                guard let format = RequestLogFormat(rawValue: text) else {
-                    throw CommandLineError(message: "serve: --log-format must be text or json, got \"\(text)\"")
-                }
-                if options.requestLog != nil { options.requestLog = format }
-            default:
-                if argument.hasPrefix("-") && argument != "-" {
-                    throw CommandLineError(message: "serve: unknown option \(argument)")
-                }
-                options.paths.append(argument)
-            }
-            argument = ""
-            index += 1
-        }
-        return .serve(options)
-    }
-
-    private static func parseExport(_ arguments: [String]) throws(CommandLineError) -> CommandLineRequest {
-        var url: String?
-        var format = ExportOptions.Format.har
-        var output: String?
-        var index = 0
-        while index < arguments.count {
-            var flag = arguments[index]
-            var inline: String?
-            if flag.hasPrefix("--"), let eq = flag.firstIndex(of: "=") {
-                inline = String(flag[flag.index(after: eq)...])
-                flag = String(flag[..<eq])
-            }
-            func value() throws(CommandLineError) -> String {
-                if let inline { return inline }
-                index += 1
-                guard index < arguments.count else { throw CommandLineError(message: "export: \(flag) needs a value") }
-                return arguments[index]
-            }
-            switch flag {
-            case "--help", "-h": return .help(topic: "export")
-            case "--url", "-u": url = try value()
-            case "--output", "-o": output = try value()
-            case "--format", "-f":
-                let text = try value()
-                guard let chosen = ExportOptions.Format(rawValue: text) else {
-                    throw CommandLineError(message: "export: --format must be har or ndjson, got \"\(text)\"")
-                }
-                format = chosen
-            default:
-                throw CommandLineError(message: "export: unexpected argument \(flag)")
-            }
-            index += 1
-        }
-        guard let url else { throw CommandLineError(message: "export: give --url http://HOST:PORT of a running faultline") }
-        return .export(ExportOptions(url: url, format: format, output: output))
     }
 }

@@ -1,0 +1,60 @@
+@testable import Faultline
+import Testing
+
+/// The command line's one dialect, tested on the parser directly: every command takes `--opt value` and
+/// `--opt=value`, options in any order, and usage errors name the command and the problem.
+@Suite struct CommandLineParserTests {
+    static func parse(_ words: String) throws(CommandLineError) -> CommandLineRequest {
+        try FaultlineCommandLine.parse(words.split(separator: " ").map(String.init))
+    }
+
+    static func error(_ words: String) -> String? {
+        do {
+            _ = try parse(words)
+            return nil
+        } catch {
+            return error.message
+        }
+    }
+
+    @Test func equalsAndSpaceFormsAreTheSameEverywhere() throws {
+        #expect(try Self.parse("verify --url=http://h:1") == .verify(url: "http://h:1"))
+        #expect(try Self.parse("verify -u http://h:1") == .verify(url: "http://h:1"))
+        #expect(try Self.parse("export --format=ndjson --url http://h:1 --output=o.ndjson")
+            == .export(ExportOptions(url: "http://h:1", format: .ndjson, output: "o.ndjson")))
+        #expect(try Self.parse("serve --max-journal=5 dir") == Self.parse("serve dir --max-journal 5"))
+    }
+
+    @Test func quietAndLogFormatDoNotDependOnTheirOrder() throws {
+        #expect(try Self.parse("serve --quiet --log-format json") == Self.parse("serve --log-format json --quiet"))
+        guard case .serve(let quiet) = try Self.parse("serve --log-format=json -q") else { Issue.record(); return }
+        #expect(quiet.requestLog == nil)
+        guard case .serve(let json) = try Self.parse("serve --log-format=json") else { Issue.record(); return }
+        #expect(json.requestLog == .json)
+    }
+
+    @Test func usageErrorsNameTheCommandAndTheProblem() {
+        #expect(Self.error("serve --port") == "serve: --port needs a value")
+        #expect(Self.error("serve --quiet=yes") == "serve: --quiet takes no value")
+        #expect(Self.error("serve --bogus") == "serve: unknown option --bogus")
+        #expect(Self.error("verify") == "verify: give --url URL, http://HOST:PORT of a running faultline (verify, export)")
+        #expect(Self.error("verify http://h:1") == "verify: unexpected argument http://h:1")
+        #expect(Self.error("export --url h --format xml") == "export: --format must be har or ndjson, got \"xml\"")
+        #expect(Self.error("validate") == "validate: give at least one file or folder")
+        #expect(Self.error("serve --port=70000") == "serve: --port must be an integer in 0…65535, got \"70000\"")
+    }
+
+    @Test func helpIsGeneratedFromTheDeclarations() throws {
+        let usage = FaultlineCommandLine.usage
+        for option in FaultlineCommandLine.serve.options + [] {
+            #expect(usage.contains(option.names.joined(separator: ", ")), "\(option.names)")
+            #expect(usage.contains(option.synopsis))
+        }
+        for option in FaultlineCommandLine.export.options {
+            #expect(usage.contains(option.names.joined(separator: ", ")), "\(option.names)")
+        }
+        #expect(usage.contains(FaultlineCommandLine.verify.synopsis))
+        #expect(try Self.parse("serve dir --help") == .help(topic: "serve"))
+        #expect(try Self.parse("verify --help") == .help(topic: "verify"))
+    }
+}
