@@ -53,7 +53,9 @@ if ! compgen -G "$resources/clang/lib/linux/libclang_rt.fuzzer-*.a" >/dev/null; 
     exit 1
 fi
 
-flags=(-swift-version 6 "$optimize" -g -parse-as-library)
+# One package name for FaultlineCore and the fuzzers, so the fuzzers see its `package` declarations (the
+# parser) as the test target does.
+flags=(-swift-version 6 "$optimize" -g -parse-as-library -package-name faultline)
 # No cross-module optimization: FaultlineCore code inlined into the uninstrumented checks would be invisible
 # to libFuzzer's coverage (small public helpers, generic functions such as PercentDecoding.decode).
 core_flags=("${flags[@]}" -sanitize=fuzzer,address -Xfrontend -disable-cmo)

@@ -8,8 +8,10 @@ cd "$(dirname "$0")/.."
 swiftc="${SWIFTC:-swiftc}"
 build=".build/hotpath"
 mkdir -p "$build"
-# Built like the release server: optimized, whole module (Package.swift sets no unsafe flags).
-flags=(-swift-version 6 -O -wmo -parse-as-library)
+# Built like the release server: optimized, whole module (Package.swift sets no unsafe flags). Both modules
+# name one package, so main.swift sees FaultlineCore's `package` declarations (the engine, the parser) as
+# SwiftPM's targets do.
+flags=(-swift-version 6 -O -wmo -parse-as-library -package-name faultline)
 core_sources=()
 while IFS= read -r file; do core_sources+=("$file"); done < <(find Sources/FaultlineCore -name '*.swift' | sort)
 root="$PWD"

@@ -1,10 +1,10 @@
 /// A moment as the engine sees it: monotonic milliseconds for durations and expiry, wall seconds for
 /// HTTP-dates. Injected, so tests run on a fake clock.
-public struct EngineInstant: Sendable, Equatable {
-    public var monotonicMilliseconds: UInt64
-    public var wallSeconds: Double
+package struct EngineInstant: Sendable, Equatable {
+    package var monotonicMilliseconds: UInt64
+    package var wallSeconds: Double
 
-    public init(monotonicMilliseconds: UInt64 = 0, wallSeconds: Double = 0) {
+    package init(monotonicMilliseconds: UInt64 = 0, wallSeconds: Double = 0) {
         self.monotonicMilliseconds = monotonicMilliseconds
         self.wallSeconds = wallSeconds
     }
@@ -12,11 +12,11 @@ public struct EngineInstant: Sendable, Equatable {
 
 /// What the engine needs to hear when an exchange ends (whatever its outcome): a token call is no longer
 /// in flight; an idempotent first attempt's response is stored for replay.
-public struct ExchangeCompletion: Sendable {
+package struct ExchangeCompletion: Sendable {
     /// The engine's `generation` when the exchange was decided.
-    public var generation: Int
-    public var refresh = false
-    public var idempotency: (scope: String, key: String, response: StoredResponse)?
+    package var generation: Int
+    package var refresh = false
+    package var idempotency: (scope: String, key: String, response: StoredResponse)?
 }
 
 /// The client-policy state of the loaded scenarios (ARCHITECTURE §6): tokens, rate-limit buckets, Retry-After
@@ -48,7 +48,7 @@ struct PolicyState {
 extension Engine {
     /// `GET /__faultline/state`: tokens and refresh counts, buckets, Retry-After judgements, idempotency
     /// records and side effects.
-    public func stateJSON(now: EngineInstant) -> JSONValue {
+    package func stateJSON(now: EngineInstant) -> JSONValue {
         let stores = policy.idempotency.sorted { $0.key < $1.key }
         let total = stores.reduce(0) { $0 + $1.value.totalSideEffects }
         return .object([
@@ -61,14 +61,14 @@ extension Engine {
     }
 
     /// The admin call that expires the current token now.
-    public func expireToken() -> Bool {
+    package func expireToken() -> Bool {
         guard policy.authority != nil else { return false }
         policy.authority!.expire()
         return true
     }
 
     /// An exchange has ended; see `ExchangeCompletion`.
-    public func finish(_ completion: ExchangeCompletion, now: EngineInstant) {
+    package func finish(_ completion: ExchangeCompletion, now: EngineInstant) {
         // Decided by scripts that have since been reloaded or reset: the state it would update is gone.
         guard completion.generation == generation else { return }
         if completion.refresh { policy.authority?.refreshFinished() }

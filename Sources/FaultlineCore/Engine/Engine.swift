@@ -1,27 +1,27 @@
 /// The decision for one request: which route and step took it (if any) and the script of its response.
 /// A class: it is built once per request, changed in place while the engine decides, and read by the server;
 /// as a 300-byte struct it was copied twice per request, a retain per field each time.
-public final class Decision {
-    @exclusivity(unchecked) public var scenario: String?
+package final class Decision {
+    @exclusivity(unchecked) package var scenario: String?
     /// The matched scenario's version (`Engine.version(of:)`): which edit of the file served the request.
-    @exclusivity(unchecked) public var scenarioVersion: Int?
+    @exclusivity(unchecked) package var scenarioVersion: Int?
     /// What took the request: a scenario route, the token endpoint or a rate-limit rule; nil when nothing did
     /// (unmatched, or refused by auth). The journal prints it with `DecisionSource.description`.
-    @exclusivity(unchecked) public var route: DecisionSource?
+    @exclusivity(unchecked) package var route: DecisionSource?
     /// Zero-based index into the route's `responses`.
-    @exclusivity(unchecked) public var step: Int?
+    @exclusivity(unchecked) package var step: Int?
     /// Set when no route took the request: the nearest route and why it missed.
-    @exclusivity(unchecked) public var unmatched: UnmatchedInfo?
+    @exclusivity(unchecked) package var unmatched: UnmatchedInfo?
     /// Whether the route's chaos failed this request instead of its script.
-    @exclusivity(unchecked) public var chaos: Bool = false
-    @exclusivity(unchecked) public var script: ResponseScript
+    @exclusivity(unchecked) package var chaos: Bool = false
+    @exclusivity(unchecked) package var script: ResponseScript
     /// Index of the matched route's scenario in the engine's `scenarios`.
     @exclusivity(unchecked) var scenarioIndex: Int?
     /// What the policy layer did (auth, rate limits, idempotency, Retry-After judgements) and the side effects
     /// applied, for the journal.
-    @exclusivity(unchecked) public var notes: [JournalNote] = []
+    @exclusivity(unchecked) package var notes: [JournalNote] = []
     /// Tell the engine when the exchange ends (`Engine.finish`).
-    @exclusivity(unchecked) public var completion: ExchangeCompletion?
+    @exclusivity(unchecked) package var completion: ExchangeCompletion?
 
     init(scenario: String?, route: DecisionSource?, step: Int?, unmatched: UnmatchedInfo?, script: ResponseScript) {
         self.scenario = scenario
@@ -44,7 +44,7 @@ public struct UnmatchedInfo: Sendable, Equatable {
 /// Not thread-safe by design: the server owns one engine on its loop thread, so a match and the cursor
 /// move it causes happen as one step (ARCHITECTURE §1). Deterministic for a given request sequence: all
 /// randomness comes from each scenario's seed.
-public final class Engine {
+package final class Engine {
     /// A route with the scenario it came from and its pre-rendered steps. A class: the request path reads it
     /// for every request, and copying a struct of this size costs a retain and release per field. The fields
     /// the request path reads are copied out of `route` once, at load, so that reading one does not copy the
@@ -75,11 +75,11 @@ public final class Engine {
         }
     }
 
-    @exclusivity(unchecked) public private(set) var scenarios: [Scenario] = []
+    @exclusivity(unchecked) package private(set) var scenarios: [Scenario] = []
     /// `versions[i]` is the version of `scenarios[i]`: 1 the first time a scenario name is loaded, one more each
     /// time a scenario of that name is loaded with different content (a hot reload of an edited file, an upload).
     /// Loading identical content again keeps the version, so a version names one exact scenario document.
-    @exclusivity(unchecked) public private(set) var versions: [Int] = []
+    @exclusivity(unchecked) package private(set) var versions: [Int] = []
     @exclusivity(unchecked) private var versionHistory: [String: (scenario: Scenario, version: Int)] = [:]
     /// Bumped by every load and reset: completions of exchanges decided before it are ignored, so a response
     /// still in flight from the old scripts cannot touch the new state.
@@ -101,12 +101,12 @@ public final class Engine {
         var partition: String
     }
 
-    public init(scenarios: [Scenario] = [], now: EngineInstant = EngineInstant()) {
+    package init(scenarios: [Scenario] = [], now: EngineInstant = EngineInstant()) {
         load(scenarios, now: now)
     }
 
     /// Replaces every loaded scenario and starts all scripts from the beginning.
-    public func load(_ scenarios: [Scenario], now: EngineInstant = EngineInstant()) {
+    package func load(_ scenarios: [Scenario], now: EngineInstant = EngineInstant()) {
         loadedAt = now
         self.scenarios = scenarios
         versions = scenarios.map { scenario in
@@ -134,7 +134,7 @@ public final class Engine {
 
     /// Rewinds every script and reseeds every random source; the loaded scenarios stay.
     /// Policy state (tokens, buckets, idempotency records, counters) starts again too.
-    public func reset(now: EngineInstant? = nil) {
+    package func reset(now: EngineInstant? = nil) {
         generation += 1
         cursors = [:]
         for route in routes { route.served = 0 }
@@ -147,7 +147,7 @@ public final class Engine {
     /// Chooses the response for `request`, moving the matched route's cursor. `requestID` is the journal
     /// sequence number, for `{{request.id}}`; `connectionRequestIndex` counts earlier requests on the same
     /// connection, for the connection policy.
-    public func decide(
+    package func decide(
         _ request: HTTPRequest, requestID: Int, connectionRequestIndex: Int = 0, client: String = "",
         now: EngineInstant = EngineInstant(), connection: Int = 0, connectionOpenedAt: UInt64 = 0
     ) -> Decision {

@@ -2,24 +2,24 @@ import Foundation
 
 /// The parts of a request that matching looks at, each computed at most once per request and only when a
 /// route asks for it (most requests need the path segments and nothing else).
-public final class MatchInput {
-    public let request: HTTPRequest
+package final class MatchInput {
+    package let request: HTTPRequest
 
-    public init(request: HTTPRequest) {
+    package init(request: HTTPRequest) {
         self.request = request
     }
 
     /// The path part of the target, still percent-encoded.
-    public private(set) lazy var path: String = request.path
+    package private(set) lazy var path: String = request.path
 
     /// Whether the path has no percent-escapes, so that it reads the same decoded.
-    public private(set) lazy var pathIsPlain: Bool = {
+    package private(set) lazy var pathIsPlain: Bool = {
         let percent = UInt8(ascii: "%")
         return !(path.utf8.withContiguousStorageIfAvailable { $0.contains(percent) } ?? path.utf8.contains(percent))
     }()
 
     /// Percent-decoded path segments, without the leading empty one.
-    public private(set) lazy var pathSegments: [String] = {
+    package private(set) lazy var pathSegments: [String] = {
         var segments: [String] = []
         var current = Substring(path).utf8
         if current.first == UInt8(ascii: "/") { current = current.dropFirst() }
@@ -35,30 +35,30 @@ public final class MatchInput {
     }()
 
     /// Percent-decoded query parameters in order (`+` is a space, as HTML forms send it).
-    public private(set) lazy var query: [(name: String, value: String)] = PercentDecoding.queryParameters(request.query)
+    package private(set) lazy var query: [(name: String, value: String)] = PercentDecoding.queryParameters(request.query)
 }
 
 /// Why a route did not take a request, and how close it came (higher is closer).
-public struct MatchMiss: Sendable, Equatable {
-    public var reason: String
-    public var score: Int
+package struct MatchMiss: Sendable, Equatable {
+    package var reason: String
+    package var score: Int
 
     /// What a miss reports when nobody asked why (`explain: false`).
     static let unexplained = MatchMiss(reason: "", score: 0)
 }
 
 /// The outcome of testing one route against one request.
-public enum MatchResult {
+package enum MatchResult {
     case matched(pathParameters: [String: String])
     case missed(MatchMiss)
 }
 
 /// Route matching (ARCHITECTURE §2): every condition of `match` must hold. Pure functions, tested without sockets.
-public enum RouteMatcher {
+package enum RouteMatcher {
     /// Whether `route` takes `input`. With `explain` (the default) a miss says why and scores how close it came;
     /// without, misses are `MatchMiss.unexplained` and cost no string building — the engine's first pass, which
     /// only explains when no route matched at all.
-    public static func match(_ route: RouteMatch, _ input: MatchInput, explain: Bool = true) -> MatchResult {
+    package static func match(_ route: RouteMatch, _ input: MatchInput, explain: Bool = true) -> MatchResult {
         // Score: the path counts most, then the method, then each other condition; a miss keeps the
         // score of what did match so the 404 can name the nearest route.
         var score = 0
@@ -208,8 +208,8 @@ public enum RouteMatcher {
 }
 
 /// JSON subset matching: objects match when every expected member matches; everything else must be equal.
-public enum JSONSubset {
-    public static func firstDifference(expected: JSONValue, actual: JSONValue, path: String) -> String? {
+package enum JSONSubset {
+    package static func firstDifference(expected: JSONValue, actual: JSONValue, path: String) -> String? {
         switch (expected, actual) {
         case (.object(let wantedMembers), .object):
             for (key, wanted) in wantedMembers {
@@ -251,7 +251,7 @@ public struct CompiledRegex: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Whether the expression matches somewhere in `value`.
-    public func matches(_ value: String) -> Bool {
+    package func matches(_ value: String) -> Bool {
         expression.firstMatch(in: value, range: NSRange(value.startIndex..<value.endIndex, in: value)) != nil
     }
 
@@ -261,8 +261,8 @@ public struct CompiledRegex: Sendable, Equatable, CustomStringConvertible {
 }
 
 /// Percent-decoding for paths and query strings (RFC 3986 §2.1). Invalid escapes are kept as written.
-public enum PercentDecoding {
-    public static func decode<S: StringProtocol>(_ text: S, plusIsSpace: Bool = false) -> String {
+package enum PercentDecoding {
+    package static func decode<S: StringProtocol>(_ text: S, plusIsSpace: Bool = false) -> String {
         guard text.utf8.contains(where: { $0 == 0x25 || (plusIsSpace && $0 == 0x2B) }) else { return String(text) }
         let bytes = Array(text.utf8)
         var out: [UInt8] = []
@@ -281,7 +281,7 @@ public enum PercentDecoding {
         return String(decoding: out, as: UTF8.self)
     }
 
-    public static func queryParameters(_ query: String) -> [(name: String, value: String)] {
+    package static func queryParameters(_ query: String) -> [(name: String, value: String)] {
         guard !query.isEmpty else { return [] }
         return query.split(separator: "&").map { pair in
             if let eq = pair.firstIndex(of: "=") {

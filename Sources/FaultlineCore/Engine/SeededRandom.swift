@@ -1,13 +1,13 @@
 /// A small, fast, reproducible generator (SplitMix64). The same seed gives the same sequence on every
 /// platform and every run, which is what makes a scenario's delays and chaos replayable.
-public struct SeededRandom: RandomNumberGenerator, Sendable {
+package struct SeededRandom: RandomNumberGenerator, Sendable {
     private var state: UInt64
 
-    public init(seed: UInt64) {
+    package init(seed: UInt64) {
         state = seed
     }
 
-    public mutating func next() -> UInt64 {
+    package mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
@@ -16,12 +16,12 @@ public struct SeededRandom: RandomNumberGenerator, Sendable {
     }
 
     /// A double in [0, 1).
-    public mutating func nextUnit() -> Double {
+    package mutating func nextUnit() -> Double {
         Double(next() >> 11) * (1.0 / 9_007_199_254_740_992.0)
     }
 
     /// A standard normal deviate (Box–Muller), for log-normal delays.
-    public mutating func nextGaussian() -> Double {
+    package mutating func nextGaussian() -> Double {
         let u1 = max(nextUnit(), Double.leastNonzeroMagnitude)
         let u2 = nextUnit()
         return (-2 * log(u1)).squareRoot() * cos(2 * Double.pi * u2)
@@ -37,7 +37,7 @@ import Darwin
 extension DelaySpec {
     /// Draws this delay in milliseconds from `random`. Fixed delays draw nothing, so adding a fixed delay to
     /// one step does not shift the random sequence of the others.
-    public func milliseconds(using random: inout SeededRandom) -> Int {
+    package func milliseconds(using random: inout SeededRandom) -> Int {
         switch self {
         case .fixed(let ms):
             return ms

@@ -1,18 +1,18 @@
 /// The values a response template may refer to (ARCHITECTURE §2): `{{path.x}}`, `{{query.x}}`, `{{header.X}}`,
 /// `{{request.id}}`, `{{resource.id}}`, `{{token}}`.
-public struct TemplateContext {
-    public var pathParameters: [String: String]
+package struct TemplateContext {
+    package var pathParameters: [String: String]
     /// Read only when a template asks for `{{query.…}}`, so the query string is parsed lazily.
     private let input: MatchInput
-    public var query: [(name: String, value: String)] { input.query }
-    public var headers: HTTPHeaders { input.request.headers }
-    public var requestID: Int
+    package var query: [(name: String, value: String)] { input.query }
+    package var headers: HTTPHeaders { input.request.headers }
+    package var requestID: Int
     /// The current access token when a scenario declares auth, for `{{token}}`.
-    public var token: String?
+    package var token: String?
     /// Drawn lazily: a step that never mentions `{{resource.id}}` does not consume an id.
-    public var resourceID: () -> Int
+    package var resourceID: () -> Int
 
-    public init(
+    package init(
         pathParameters: [String: String], input: MatchInput, requestID: Int, resourceID: @escaping () -> Int
     ) {
         self.pathParameters = pathParameters
@@ -24,13 +24,13 @@ public struct TemplateContext {
 
 /// Expands `{{…}}` placeholders. An unknown placeholder is left as written so the mistake is visible in the
 /// response; a known one whose value is missing (an absent header) becomes the empty string.
-public enum Template {
+package enum Template {
     /// Whether `text` contains a placeholder at all; steps without any are pre-rendered once at load time.
-    public static func hasPlaceholders(_ text: String) -> Bool {
+    package static func hasPlaceholders(_ text: String) -> Bool {
         text.utf8.firstRange(of: "{{".utf8) != nil
     }
 
-    public static func render(_ text: String, _ context: TemplateContext, resourceID: inout Int?) -> String {
+    package static func render(_ text: String, _ context: TemplateContext, resourceID: inout Int?) -> String {
         guard hasPlaceholders(text) else { return text }
         var out = ""
         var rest = Substring(text)
@@ -66,7 +66,7 @@ public enum Template {
     }
 
     /// Renders every string inside a JSON value (keys stay as written).
-    public static func render(_ value: JSONValue, _ context: TemplateContext, resourceID: inout Int?) -> JSONValue {
+    package static func render(_ value: JSONValue, _ context: TemplateContext, resourceID: inout Int?) -> JSONValue {
         switch value {
         case .string(let s): return .string(render(s, context, resourceID: &resourceID))
         case .array(let items): return .array(items.map { render($0, context, resourceID: &resourceID) })
@@ -77,7 +77,7 @@ public enum Template {
     }
 
     /// Whether any string in the JSON value holds a placeholder.
-    public static func hasPlaceholders(_ value: JSONValue) -> Bool {
+    package static func hasPlaceholders(_ value: JSONValue) -> Bool {
         switch value {
         case .string(let s): return hasPlaceholders(s)
         case .array(let items): return items.contains(where: hasPlaceholders)

@@ -3,33 +3,33 @@
 /// the codec pulls its script's steps one at a time and says how it ended.
 ///
 /// Loop thread only.
-public final class Exchange {
+package final class Exchange {
     /// Journal sequence number; nil for admin calls, which are not journaled.
-    public let sequence: Int?
+    package let sequence: Int?
     /// The request asked for the connection to close after its response (`Connection: close`, HTTP/1.0).
-    public let clientWantsClose: Bool
+    package let clientWantsClose: Bool
     /// False until the script is known: an admin long-poll answers later (`respond`).
-    @exclusivity(unchecked) public private(set) var hasScript = false
+    @exclusivity(unchecked) package private(set) var hasScript = false
     /// The script's steps and the facts the codec needs about it, kept as fields so that reading one does not
     /// copy the whole script.
     @exclusivity(unchecked) private var steps: [ScriptStep] = []
     @exclusivity(unchecked) private var cursor = 0
     /// Whether the connection stays open after this response (`ResponseScript.keepAlive`).
-    @exclusivity(unchecked) public private(set) var keepAlive = true
-    @exclusivity(unchecked) public private(set) var idleCloseMilliseconds: Int?
-    @exclusivity(unchecked) public private(set) var policyClose: PolicyClose?
+    @exclusivity(unchecked) package private(set) var keepAlive = true
+    @exclusivity(unchecked) package private(set) var idleCloseMilliseconds: Int?
+    @exclusivity(unchecked) package private(set) var policyClose: PolicyClose?
     /// The script is a fault's: a close it ends with is the fault's doing, not a completed response.
-    @exclusivity(unchecked) public private(set) var isFault = false
-    @exclusivity(unchecked) public var bytesWritten = 0
+    @exclusivity(unchecked) package private(set) var isFault = false
+    @exclusivity(unchecked) package var bytesWritten = 0
     /// Run once the response has been handed to the kernel (e.g. stop the server after `POST /shutdown`).
-    @exclusivity(unchecked) public var afterCompletion: (() -> Void)?
+    @exclusivity(unchecked) package var afterCompletion: (() -> Void)?
     /// What the engine wants to hear when this exchange ends, whatever its outcome.
-    @exclusivity(unchecked) public var engineCompletion: ExchangeCompletion?
-    @exclusivity(unchecked) public private(set) var ended = false
+    @exclusivity(unchecked) package var engineCompletion: ExchangeCompletion?
+    @exclusivity(unchecked) package private(set) var ended = false
     /// The codec, waiting for a script that was not there when it pulled (`Pull.notYet`).
     @exclusivity(unchecked) var whenScriptArrives: (() -> Void)?
 
-    public init(sequence: Int?, script: ResponseScript?, clientWantsClose: Bool = false) {
+    package init(sequence: Int?, script: ResponseScript?, clientWantsClose: Bool = false) {
         self.sequence = sequence
         self.clientWantsClose = clientWantsClose
         if let script { take(script) }
@@ -45,7 +45,7 @@ public final class Exchange {
     }
 
     /// Gives a deferred exchange its script (an admin long-poll's answer) and wakes the codec if it waits.
-    public func respond(_ script: ResponseScript) {
+    package func respond(_ script: ResponseScript) {
         guard !hasScript else { return }
         take(script)
         let wake = whenScriptArrives
@@ -54,7 +54,7 @@ public final class Exchange {
     }
 
     /// What `next()` gives the codec.
-    public enum Pull: Equatable {
+    package enum Pull: Equatable {
         case step(ScriptStep)
         /// No script yet; `whenScriptArrives` runs when one comes.
         case notYet
@@ -63,7 +63,7 @@ public final class Exchange {
     }
 
     /// The next step of the script. The codec pulls a step only when the previous one has been carried out.
-    public func next() -> Pull {
+    package func next() -> Pull {
         guard cursor < steps.count else { return hasScript ? .finished : .notYet }
         defer { cursor += 1 }
         return .step(steps[cursor])
@@ -77,31 +77,31 @@ public final class Exchange {
 }
 
 /// Where rendered bytes go: an array (tests, tools) or a connection's reusable `OutputBuffer`.
-public protocol ByteSink: ~Copyable {
+package protocol ByteSink: ~Copyable {
     mutating func append(bytes: [UInt8])
 }
 
 extension Array: ByteSink where Element == UInt8 {
-    public mutating func append(bytes: [UInt8]) { append(contentsOf: bytes) }
+    package mutating func append(bytes: [UInt8]) { append(contentsOf: bytes) }
 }
 
 /// A growable byte buffer that is emptied by resetting a count: no reference counting and no per-use
 /// allocation, for the bytes a connection renders between two writes. Not copyable: one owner frees it.
-public struct OutputBuffer: ByteSink, ~Copyable {
+package struct OutputBuffer: ByteSink, ~Copyable {
     private var base: UnsafeMutableRawPointer
     private var capacity: Int
-    public private(set) var count = 0
+    package private(set) var count = 0
 
-    public init(capacity: Int = 4096) {
+    package init(capacity: Int = 4096) {
         self.capacity = max(capacity, 64)
         base = UnsafeMutableRawPointer.allocate(byteCount: self.capacity, alignment: 16)
     }
 
     deinit { base.deallocate() }
 
-    public var isEmpty: Bool { count == 0 }
+    package var isEmpty: Bool { count == 0 }
 
-    public mutating func append(bytes: [UInt8]) {
+    package mutating func append(bytes: [UInt8]) {
         let needed = count + bytes.count
         if needed > capacity {
             var grown = capacity * 2
@@ -119,26 +119,26 @@ public struct OutputBuffer: ByteSink, ~Copyable {
     }
 
     /// The bytes appended since the last `reset`.
-    public func withBytes<T>(_ body: (UnsafeRawBufferPointer) -> T) -> T {
+    package func withBytes<T>(_ body: (UnsafeRawBufferPointer) -> T) -> T {
         body(UnsafeRawBufferPointer(start: base, count: count))
     }
 
-    public mutating func reset() { count = 0 }
+    package mutating func reset() { count = 0 }
 }
 
 /// Renders script steps as HTTP/1.1 bytes: the writing half of the HTTP/1.1 codec. Keeps the one fact a
 /// response's framing needs across steps: whether its head declared chunked.
-public struct HTTP1Renderer: Sendable {
+package struct HTTP1Renderer: Sendable {
     private var chunked = false
 
-    public init() {}
+    package init() {}
 
     private static let crlf: [UInt8] = [13, 10]
     private static let lastChunk = Array("0\r\n\r\n".utf8)
 
     /// Appends the bytes `step` puts on the wire to `out`. Steps that are not bytes (waits, aborts, hang)
     /// append nothing; the connection carries them out.
-    public mutating func render<Sink: ByteSink & ~Copyable>(_ step: ScriptStep, into out: inout Sink) {
+    package mutating func render<Sink: ByteSink & ~Copyable>(_ step: ScriptStep, into out: inout Sink) {
         switch step {
         case .head(let head):
             chunked = head.chunked
@@ -164,7 +164,7 @@ public struct HTTP1Renderer: Sendable {
     }
 
     /// Every byte a script puts on an HTTP/1.1 wire, waits ignored: for tests and for reading a script.
-    public static func bytes(_ script: ResponseScript) -> [UInt8] {
+    package static func bytes(_ script: ResponseScript) -> [UInt8] {
         var renderer = HTTP1Renderer()
         var out: [UInt8] = []
         for step in script.steps { renderer.render(step, into: &out) }

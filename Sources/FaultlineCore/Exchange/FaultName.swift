@@ -27,7 +27,7 @@ public enum FaultName: String, Sendable, CaseIterable {
 extension FaultName {
     /// The protocols whose codec can render this fault's steps. The faults that break HTTP/1.1's own framing
     /// (`raw` steps) exist only there; the rest are heads, bodies and aborts, which HTTP/2 renders as frames.
-    public var protocols: Set<ExchangeProtocol> {
+    package var protocols: Set<ExchangeProtocol> {
         switch self {
         case .overlongBody, .malformedChunk, .garbage:
             return [.http1]

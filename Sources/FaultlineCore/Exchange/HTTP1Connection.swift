@@ -1,5 +1,5 @@
 /// The timers an HTTP/1.1 connection runs, each for one purpose.
-public enum HTTP1Timer: Int, Sendable, CaseIterable {
+package enum HTTP1Timer: Int, Sendable, CaseIterable {
     /// 408 when a request's header section is not complete in time (RFC 9110 §15.5.9).
     case header
     /// A script's `wait` step: a delay or a drip's gap.
@@ -15,7 +15,7 @@ public enum HTTP1Timer: Int, Sendable, CaseIterable {
 /// What an HTTP/1.1 connection machine needs from the world: a transport to write to, timers, and the
 /// Dispatcher. Calls on it are the machine's actions; `FakeHTTP1IO` in the tests records them on a fake clock.
 /// (Calls rather than a returned list of actions: the request path then allocates nothing per event.)
-public protocol HTTP1ConnectionIO: AnyObject {
+package protocol HTTP1ConnectionIO: AnyObject {
     /// Writes bytes, or queues what the kernel does not take at once. False when the client is gone.
     func write(_ bytes: UnsafeRawBufferPointer) -> Bool
     /// Bytes queued and not yet taken by the kernel.
@@ -51,39 +51,39 @@ public protocol HTTP1ConnectionIO: AnyObject {
 }
 
 /// When and where a request arrived.
-public struct Arrival: Sendable, Equatable {
-    public var wall: Double
-    public var monotonicNanos: UInt64
-    public init(wall: Double, monotonicNanos: UInt64) {
+package struct Arrival: Sendable, Equatable {
+    package var wall: Double
+    package var monotonicNanos: UInt64
+    package init(wall: Double, monotonicNanos: UInt64) {
         self.wall = wall
         self.monotonicNanos = monotonicNanos
     }
 }
 
 /// What the Dispatcher needs to know about a request besides the request itself.
-public struct RequestContext: Sendable {
-    public var arrival: Arrival
+package struct RequestContext: Sendable {
+    package var arrival: Arrival
     /// Whether the clocks were read in the same read event that completed the request: then the engine
     /// decides at `arrival` without reading them again.
-    public var arrivedNow: Bool
+    package var arrivedNow: Bool
     /// Requests before this one on the same connection.
-    public var indexOnConnection: Int
+    package var indexOnConnection: Int
 }
 
 /// The limits and timings of the HTTP/1.1 connection rules.
-public struct HTTP1Settings: Sendable {
-    public var parserLimits: HTTPParserLimits
-    public var headerTimeoutMilliseconds: Int
+package struct HTTP1Settings: Sendable {
+    package var parserLimits: HTTPParserLimits
+    package var headerTimeoutMilliseconds: Int
     /// Stop reading when this many responses are queued or this much output is unsent (a client pipelining
     /// without reading must not make us buffer without bound).
-    public var maxQueuedExchanges = 128
-    public var maxPendingOutput = 4 * 1024 * 1024
+    package var maxQueuedExchanges = 128
+    package var maxPendingOutput = 4 * 1024 * 1024
     /// How long to wait for the client's RST after its FIN (loopback answers in microseconds).
-    public var settleMilliseconds = 25
+    package var settleMilliseconds = 25
     /// How long a closing connection keeps reading the client's input before closing anyway.
-    public var lingerMilliseconds = 2000
+    package var lingerMilliseconds = 2000
 
-    public init(parserLimits: HTTPParserLimits, headerTimeoutMilliseconds: Int) {
+    package init(parserLimits: HTTPParserLimits, headerTimeoutMilliseconds: Int) {
         self.parserLimits = parserLimits
         self.headerTimeoutMilliseconds = headerTimeoutMilliseconds
     }
@@ -97,9 +97,9 @@ public struct HTTP1Settings: Sendable {
 /// the head one's script is carried out step by step. Every change of `state` goes through `transition(to:)`.
 /// The reading side is a separate, smaller machine (`ReadSide`): reading goes on while responding, so a
 /// client's close is noticed whatever the writing side is doing.
-public final class HTTP1Connection {
+package final class HTTP1Connection {
     /// What the connection is doing with its writing side.
-    public enum State: Equatable, Sendable {
+    package enum State: Equatable, Sendable {
         /// No response in progress: waiting for a complete request, or for the head exchange's script.
         case idle
         /// Carrying out the head exchange's steps.
@@ -129,7 +129,7 @@ public final class HTTP1Connection {
     }
 
     /// What the connection is doing with its reading side.
-    public enum ReadSide: Equatable, Sendable {
+    package enum ReadSide: Equatable, Sendable {
         case open
         /// Not reading: too many responses queued or too much output unsent.
         case paused
@@ -137,8 +137,8 @@ public final class HTTP1Connection {
         case finished(at: UInt64)
     }
 
-    @exclusivity(unchecked) public private(set) var state: State = .idle
-    @exclusivity(unchecked) public private(set) var readSide: ReadSide = .open
+    @exclusivity(unchecked) package private(set) var state: State = .idle
+    @exclusivity(unchecked) package private(set) var readSide: ReadSide = .open
     /// unowned(unsafe): the IO owns this machine and outlives it; a checked unowned reference would cost
     /// atomic reference counting on every action.
     private unowned(unsafe) let io: HTTP1ConnectionIO
@@ -160,7 +160,7 @@ public final class HTTP1Connection {
     /// The last journaled response of a kept-alive connection, for marking an idle close on it.
     @exclusivity(unchecked) private var lastSequence: Int?
 
-    public init(io: HTTP1ConnectionIO, settings: HTTP1Settings) {
+    package init(io: HTTP1ConnectionIO, settings: HTTP1Settings) {
         self.io = io
         self.settings = settings
         parser = HTTPRequestParser(limits: settings.parserLimits)
@@ -195,7 +195,7 @@ public final class HTTP1Connection {
     }
 
     /// Whether a scripted response is in progress that a scenario reset must not let leak into the next test.
-    public var hasPendingScriptedResponse: Bool {
+    package var hasPendingScriptedResponse: Bool {
         switch state {
         case .waiting, .hanging, .draining: return true
         default: return false
@@ -225,7 +225,7 @@ public final class HTTP1Connection {
 
     private func isArmed(_ timer: HTTP1Timer) -> Bool { armed & (1 << timer.rawValue) != 0 }
 
-    public func timerFired(_ timer: HTTP1Timer) {
+    package func timerFired(_ timer: HTTP1Timer) {
         guard isArmed(timer), state != .closed else { return }
         armed &= ~(1 << timer.rawValue)
         switch timer {
@@ -249,7 +249,7 @@ public final class HTTP1Connection {
     // MARK: - Reading
 
     /// Bytes from the client.
-    public func received(_ bytes: UnsafeRawBufferPointer) {
+    package func received(_ bytes: UnsafeRawBufferPointer) {
         cancel(.idle)
         switch state {
         case .closed, .closeQueued: return
@@ -483,7 +483,7 @@ public final class HTTP1Connection {
     }
 
     /// The output buffer is empty.
-    public func drained() {
+    package func drained() {
         // After the client's FIN the outcome is not known yet: see `settle()`.
         if !awaitingDrain.isEmpty, readSide.isFinished == false {
             completeAwaitingDrain(.completed)
@@ -586,7 +586,7 @@ public final class HTTP1Connection {
 
     /// The server's close queue reached this connection. Closing with unread input would make the kernel
     /// answer RST, which can destroy the response at the client: then it lingers after all.
-    public func closeFromQueue() {
+    package func closeFromQueue() {
         guard state == .closeQueued else { return }
         if io.hasUnreadInput { linger(readsLateRequests: false) } else { teardown(.cancelled) }
     }
@@ -613,7 +613,7 @@ public final class HTTP1Connection {
 
     /// The client shut down its sending side. It may still be reading (a half-close after sending), so
     /// queued responses go on; once they are done, we close.
-    public func peerFinished() {
+    package func peerFinished() {
         guard state != .closed, !readSide.isFinished else { return }
         let now = io.now().monotonicNanos
         readSide = .finished(at: now)
@@ -642,14 +642,14 @@ public final class HTTP1Connection {
     }
 
     /// The client's input failed (ECONNRESET): it is gone. Whatever was in progress ends here.
-    public func peerFailed() {
+    package func peerFailed() {
         if !readSide.isFinished { readSide = .finished(at: io.now().monotonicNanos) }
         teardown(.clientClosed)
     }
 
     /// Ends the connection. Exchanges not yet answered get `outcome` (the head one `hang-released` when a hang
     /// ends because the client left).
-    public func teardown(_ outcome: ExchangeOutcome, abortive: Bool = false) {
+    package func teardown(_ outcome: ExchangeOutcome, abortive: Bool = false) {
         guard state != .closed else { return }
         let wasHanging = state == .hanging
         // Closed before anything is completed: a completion may stop the server, which tears every connection

@@ -1,13 +1,13 @@
 /// The protocols an exchange can be carried by. A fault declares the ones it can be rendered on
 /// (`FaultName.protocols`); the HTTP/1.1 codec is the only one today (ARCHITECTURE §4).
-public enum ExchangeProtocol: String, Sendable, CaseIterable {
+package enum ExchangeProtocol: String, Sendable, CaseIterable {
     case http1 = "http/1.1"
     case http2 = "h2"
 }
 
 /// How a script ends a connection on purpose. Every one is carried out by the transport, below HTTP, so it
 /// works the same under TLS.
-public enum ConnectionAbort: Sendable, Equatable {
+package enum ConnectionAbort: Sendable, Equatable {
     /// RST: `SO_LINGER {1, 0}` then close. The client sees "connection reset".
     case reset
     /// Flush what was written, then FIN (a lingering close: the client's late bytes are read, not answered).
@@ -21,30 +21,30 @@ public enum ConnectionAbort: Sendable, Equatable {
 ///
 /// `http1` is the head already serialized for HTTP/1.1 (RFC 9112 §4): the HTTP/1.1 codec writes it as it is.
 /// An HTTP/2 codec reads `status` and `headers` and skips the connection-specific fields (RFC 9113 §8.2.2).
-public final class ResponseHead: Sendable, Equatable {
-    public let status: Int
-    public let headers: HTTPHeaders
+package final class ResponseHead: Sendable, Equatable {
+    package let status: Int
+    package let headers: HTTPHeaders
     /// The body is sent with chunked framing: each `body` step is one chunk, `end` writes the last chunk.
-    public let chunked: Bool
-    public let http1: [UInt8]
+    package let chunked: Bool
+    package let http1: [UInt8]
 
     /// `bodyLength` is what `Content-Length` announces when the headers do not frame the body themselves;
     /// `close` adds `Connection: close` (HTTP/1.1 only).
-    public init(status: Int, headers: HTTPHeaders, bodyLength: Int, close: Bool) {
+    package init(status: Int, headers: HTTPHeaders, bodyLength: Int, close: Bool) {
         self.status = status
         self.headers = headers
         chunked = headers["transfer-encoding"]?.lowercased().contains("chunked") ?? false
         http1 = HTTPResponse(status: status, headers: headers).serializedHead(close: close, bodyLength: bodyLength)
     }
 
-    public static func == (lhs: ResponseHead, rhs: ResponseHead) -> Bool {
+    package static func == (lhs: ResponseHead, rhs: ResponseHead) -> Bool {
         lhs === rhs || (lhs.status == rhs.status && lhs.headers == rhs.headers && lhs.http1 == rhs.http1)
     }
 }
 
 /// One protocol-neutral step of a response (ARCHITECTURE §4). The engine builds a script of these; the
 /// exchange's codec renders each: bytes for HTTP/1.1 (`HTTP1Renderer`), frames for HTTP/2.
-public enum ScriptStep: Sendable, Equatable {
+package enum ScriptStep: Sendable, Equatable {
     /// The status and header section. HTTP/1.1: the status line and fields; HTTP/2: a HEADERS frame.
     case head(ResponseHead)
     /// Body bytes. HTTP/1.1: as they are, or as one chunk when the head is chunked; HTTP/2: DATA.
@@ -75,22 +75,22 @@ public enum PolicyClose: String, Sendable, Equatable {
 }
 
 /// What the server will do for one request: the steps plus the facts the journal records about them.
-public struct ResponseScript: Sendable, Equatable {
-    public var steps: [ScriptStep]
+package struct ResponseScript: Sendable, Equatable {
+    package var steps: [ScriptStep]
     /// The status the head carries; nil for scripts that send no head (`reset`, `garbage`, …).
-    public var status: Int?
-    public var fault: String?
+    package var status: Int?
+    package var fault: String?
     /// Whether the connection stays open for another request once the steps are done.
-    public var keepAlive: Bool
+    package var keepAlive: Bool
     /// Close the kept-alive connection if no request starts within this many milliseconds of the response.
-    public var idleCloseMilliseconds: Int?
+    package var idleCloseMilliseconds: Int?
     /// Set when the connection policy ends the connection after this response (`maxRequests`).
-    public var policyClose: PolicyClose?
+    package var policyClose: PolicyClose?
     /// The well-formed response the step describes (before any fault breaks it), when the engine asked
     /// for it: what an idempotent route stores for replay.
-    public var response: HTTPResponse?
+    package var response: HTTPResponse?
 
-    public init(steps: [ScriptStep], status: Int?, fault: String? = nil, keepAlive: Bool) {
+    package init(steps: [ScriptStep], status: Int?, fault: String? = nil, keepAlive: Bool) {
         self.steps = steps
         self.status = status
         self.fault = fault
@@ -98,7 +98,7 @@ public struct ResponseScript: Sendable, Equatable {
     }
 
     /// A plain response that honours the client's keep-alive wish (RFC 9112 §9.3) and HEAD (no body).
-    public static func simple(for request: HTTPRequest, response: HTTPResponse) -> ResponseScript {
+    package static func simple(for request: HTTPRequest, response: HTTPResponse) -> ResponseScript {
         var response = response
         let keepAlive = request.head.clientWantsKeepAlive
         if keepAlive && request.head.version == .http1_0 {

@@ -99,13 +99,13 @@ public struct HTTPRequestHead: Sendable, Equatable {
     }
 
     /// Whether the client asked for `100 Continue` before sending its body (RFC 9110 §10.1.1).
-    public var expectsContinue: Bool {
+    package var expectsContinue: Bool {
         headers["expect"].map { $0.trimmingWhitespace().caseInsensitiveEquals("100-continue") } ?? false
     }
 
     /// Whether the connection may stay open after this exchange, from the client's side (RFC 9112 §9.3):
     /// HTTP/1.1 unless `Connection: close`; HTTP/1.0 only with `Connection: keep-alive`.
-    public var clientWantsKeepAlive: Bool {
+    package var clientWantsKeepAlive: Bool {
         guard headers.contains("connection") else { return version.major == 1 && version.minor != 0 }
         let values = headers.values("connection")
         let tokens = values
@@ -118,25 +118,25 @@ public struct HTTPRequestHead: Sendable, Equatable {
 }
 
 /// A complete request: head and decoded body (chunked framing removed).
-public struct HTTPRequest: Sendable, Equatable {
-    public var head: HTTPRequestHead
-    public var body: [UInt8]
+package struct HTTPRequest: Sendable, Equatable {
+    package var head: HTTPRequestHead
+    package var body: [UInt8]
 
-    public init(head: HTTPRequestHead, body: [UInt8] = []) {
+    package init(head: HTTPRequestHead, body: [UInt8] = []) {
         self.head = head
         self.body = body
     }
 
-    public var method: String { head.method }
-    public var target: String { head.target }
-    public var path: String { head.path }
-    public var query: String { head.query }
-    public var headers: HTTPHeaders { head.headers }
+    package var method: String { head.method }
+    package var target: String { head.target }
+    package var path: String { head.path }
+    package var query: String { head.query }
+    package var headers: HTTPHeaders { head.headers }
 }
 
 extension StringProtocol {
     /// ASCII case-insensitive comparison, as header names and tokens require.
-    public func caseInsensitiveEquals<Other: StringProtocol>(_ other: Other) -> Bool {
+    package func caseInsensitiveEquals<Other: StringProtocol>(_ other: Other) -> Bool {
         let a = utf8, b = other.utf8
         guard a.count == b.count else { return false }
         for (x, y) in zip(a, b) where x != y {
@@ -148,7 +148,7 @@ extension StringProtocol {
     }
 
     /// The string without leading and trailing spaces and horizontal tabs (HTTP's OWS).
-    public func trimmingWhitespace() -> String {
+    package func trimmingWhitespace() -> String {
         let bytes = Array(utf8)
         guard let first = bytes.firstIndex(where: { $0 != 0x20 && $0 != 0x09 }) else { return "" }
         let last = bytes.lastIndex(where: { $0 != 0x20 && $0 != 0x09 })!

@@ -30,7 +30,7 @@ public struct HTTPParserLimits: Sendable {
 }
 
 /// What the parser found in the bytes buffered so far (RFC 9112 §2.1: a message is a head, then a body).
-public enum HTTPParseEvent: Sendable, Equatable {
+package enum HTTPParseEvent: Sendable, Equatable {
     /// The head is complete; body bytes (if any) follow. Emitted exactly once per request, before `.request`.
     /// The server uses it to send `100 Continue` at once when `head.expectsContinue` (RFC 9110 §10.1.1).
     case head(HTTPRequestHead)
@@ -45,7 +45,7 @@ public enum HTTPParseEvent: Sendable, Equatable {
 /// Feed bytes with `append` as they arrive, then call `next()` until it returns nil. Pipelined requests come out
 /// one after another. The parser never looks at a byte twice while searching for line ends, keeps a read index
 /// instead of removing consumed bytes, and compacts its buffer only when the consumed prefix is large.
-public struct HTTPRequestParser: Sendable {
+package struct HTTPRequestParser: Sendable {
     private let limits: HTTPParserLimits
     /// Buffered input; bytes before `readIndex` are consumed and wait for compaction.
     private var buffer: [UInt8] = []
@@ -113,21 +113,21 @@ public struct HTTPRequestParser: Sendable {
     }
 
     /// Creates a parser with empty buffer.
-    public init(limits: HTTPParserLimits = HTTPParserLimits()) {
+    package init(limits: HTTPParserLimits = HTTPParserLimits()) {
         self.limits = limits
     }
 
     // MARK: Input
 
     /// Buffers bytes received from the client. Ignored once a failure was reported.
-    public mutating func append(_ bytes: UnsafeRawBufferPointer) {
+    package mutating func append(_ bytes: UnsafeRawBufferPointer) {
         guard !bytes.isEmpty, !isFailed else { return }
         compactIfWorthwhile()
         bytes.withMemoryRebound(to: UInt8.self) { buffer.append(contentsOf: $0) }
     }
 
     /// Buffers bytes received from the client. Ignored once a failure was reported.
-    public mutating func append(_ bytes: [UInt8]) {
+    package mutating func append(_ bytes: [UInt8]) {
         guard !bytes.isEmpty, !isFailed else { return }
         compactIfWorthwhile()
         buffer.append(contentsOf: bytes)
@@ -153,10 +153,10 @@ public struct HTTPRequestParser: Sendable {
     // MARK: State queries
 
     /// Bytes buffered and not yet consumed. Zero after a failure: the rest of the input is discarded.
-    public var bufferedByteCount: Int { buffer.count - readIndex }
+    package var bufferedByteCount: Int { buffer.count - readIndex }
 
     /// True once the current request's head has been emitted but its body is not complete yet.
-    public var isReadingBody: Bool {
+    package var isReadingBody: Bool {
         switch state {
         case .fixedBody, .chunkSize, .chunkData, .chunkDataEnd, .trailers: return true
         case .requestLine, .fieldLines, .failed: return false
@@ -166,7 +166,7 @@ public struct HTTPRequestParser: Sendable {
     /// True when some bytes of a request that is not yet complete are buffered (used for the 408 header timeout
     /// and to journal a request cut short). Empty lines before a request line do not count (RFC 9112 §2.2), and
     /// nothing counts after a failure.
-    public var hasPartialRequest: Bool {
+    package var hasPartialRequest: Bool {
         switch state {
         case .failed: return false
         case .fieldLines, .fixedBody, .chunkSize, .chunkData, .chunkDataEnd, .trailers: return true
@@ -183,7 +183,7 @@ public struct HTTPRequestParser: Sendable {
     /// The request-line prefix of the partial request (≤ 200 bytes, lossy UTF-8), for journaling a request that
     /// timed out or was abandoned. Empty when no request is in progress. Once the head has been consumed the line
     /// is rebuilt from the parsed head, which gives the same bytes since the request line grammar is strict.
-    public var partialRequestLine: String {
+    package var partialRequestLine: String {
         switch state {
         case .failed: return ""
         case .fixedBody, .chunkSize, .chunkData, .chunkDataEnd, .trailers:
@@ -203,7 +203,7 @@ public struct HTTPRequestParser: Sendable {
     /// The next event the buffered bytes allow, or nil when more bytes are needed. Call repeatedly until nil
     /// (pipelined requests: several requests may be buffered at once; they come out one after another;
     /// RFC 9112 §9.3.2).
-    public mutating func next() -> HTTPParseEvent? {
+    package mutating func next() -> HTTPParseEvent? {
         if isFailed { return nil }
         // A second reference to the storage lets the closure mutate the other stored properties; the buffer
         // itself is not written while it runs, so no copy is made.

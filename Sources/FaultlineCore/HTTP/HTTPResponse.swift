@@ -1,18 +1,18 @@
 /// A response to be serialized exactly as given: Faultline adds only what a step leaves out and the framing
 /// needs (`Content-Length`, `Connection: close`), never anything else.
-public struct HTTPResponse: Sendable, Equatable {
-    public var status: Int
-    public var headers: HTTPHeaders
-    public var body: [UInt8]
+package struct HTTPResponse: Sendable, Equatable {
+    package var status: Int
+    package var headers: HTTPHeaders
+    package var body: [UInt8]
 
-    public init(status: Int, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {
+    package init(status: Int, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {
         self.status = status
         self.headers = headers
         self.body = body
     }
 
     /// A JSON response with `Content-Type: application/json`.
-    public static func json(_ status: Int, _ value: JSONValue) -> HTTPResponse {
+    package static func json(_ status: Int, _ value: JSONValue) -> HTTPResponse {
         var body: [UInt8] = []
         value.serialize(into: &body)
         body.append(0x0A)
@@ -24,7 +24,7 @@ public struct HTTPResponse: Sendable, Equatable {
     /// `Content-Length` is added when absent unless the response is chunked or has no body by definition
     /// (1xx, 204, 304: RFC 9110 §8.6); `Connection: close` is added when `close` is set.
     /// `bodyLength` is the `Content-Length` to announce when it is not the body's own length.
-    public func serializedHead(version: HTTPVersion = .http1_1, close: Bool, bodyLength: Int? = nil) -> [UInt8] {
+    package func serializedHead(version: HTTPVersion = .http1_1, close: Bool, bodyLength: Int? = nil) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(128 + headers.count * 32)
         out.append(contentsOf: "\(version) \(status) \(HTTPStatus.reasonPhrase(status))\r\n".utf8)
@@ -52,7 +52,7 @@ public struct HTTPResponse: Sendable, Equatable {
     }
 
     /// Head and body together.
-    public func serialized(version: HTTPVersion = .http1_1, close: Bool) -> [UInt8] {
+    package func serialized(version: HTTPVersion = .http1_1, close: Bool) -> [UInt8] {
         var out = serializedHead(version: version, close: close)
         out.append(contentsOf: body)
         return out
@@ -60,8 +60,8 @@ public struct HTTPResponse: Sendable, Equatable {
 }
 
 /// Reason phrases for status lines (RFC 9110 §15). Clients ignore them, but people reading captures do not.
-public enum HTTPStatus {
-    public static func reasonPhrase(_ status: Int) -> String {
+package enum HTTPStatus {
+    package static func reasonPhrase(_ status: Int) -> String {
         switch status {
         case 100: return "Continue"
         case 101: return "Switching Protocols"

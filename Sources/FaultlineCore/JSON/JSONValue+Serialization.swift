@@ -10,7 +10,7 @@ extension JSONValue {
     /// Appends the compact JSON text to `bytes`. Strings escape `"`, `\` and control characters below U+0020
     /// (as `\n`, `\r`, `\t`, `\b`, `\f`, or `\u00XX`) and nothing else: `/` stays as is and non-ASCII characters
     /// are written as UTF-8 (RFC 8259 §7).
-    public func serialize(into bytes: inout [UInt8]) {
+    package func serialize(into bytes: inout [UInt8]) {
         switch self {
         case .null:
             bytes.append(contentsOf: "null".utf8)

@@ -30,7 +30,7 @@ public enum DecisionSource: Sendable, Hashable, CustomStringConvertible {
     /// Reads back a journal `route` field (`description`) for an entry decoded from JSON. `scenario` is the
     /// entry's scenario: a scenario route's entries always name one, the policy layer's never do, which is what
     /// tells a route called `auth:token` from the token endpoint.
-    public init(journalText text: String, scenario: String?) {
+    package init(journalText text: String, scenario: String?) {
         if scenario == nil, text == DecisionSource.tokenEndpoint.description {
             self = .tokenEndpoint
         } else if scenario == nil, text.hasPrefix("rate-limit:") {
@@ -68,7 +68,7 @@ public enum JournalNote: Sendable, Hashable, CustomStringConvertible {
 
     /// Reads back a note (`description`) for an entry decoded from JSON whose route is `source`: only the
     /// exact side-effect text of that entry's own route is taken as a side effect.
-    public init(journalText text: String, source: DecisionSource?) {
+    package init(journalText text: String, source: DecisionSource?) {
         if let id = source?.routeID, text == JournalNote.sideEffect(route: id).description {
             self = .sideEffect(route: id)
         } else {

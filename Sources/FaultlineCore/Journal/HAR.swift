@@ -6,9 +6,9 @@
 /// `response.headers` is empty and `content.size` is the bytes written on the wire. Whatever HAR has no field
 /// for (sequence, route, fault, outcome, connection, policy notes) goes into custom fields, which HAR 1.2 lets
 /// a tool add when their names start with an underscore.
-public enum HAR {
+package enum HAR {
     /// The HAR document for `entries`, in their order (the journal's: oldest first, which HAR prefers).
-    public static func document(_ entries: [JournalEntry], creatorVersion: String) -> JSONValue {
+    package static func document(_ entries: [JournalEntry], creatorVersion: String) -> JSONValue {
         .object([
             ("log", .object([
                 ("version", .string("1.2")),
@@ -20,7 +20,7 @@ public enum HAR {
     }
 
     /// One journal entry as a HAR `entry`.
-    public static func entry(_ entry: JournalEntry) -> JSONValue {
+    package static func entry(_ entry: JournalEntry) -> JSONValue {
         // The server measures only from the request's arrival to the exchange's end; HAR asks for
         // send + wait + receive (non-negative) and `time` as their sum, so the whole duration is `wait`.
         // A pending exchange has no duration yet: 0, and `_outcome` says "pending".

@@ -46,25 +46,25 @@ public struct JournalFilter: Sendable, Equatable {
 ///
 /// Confined to the server's loop thread. Sequence numbers start at 1 and are never reused, even across
 /// `clear()`, so a test can tell "before" from "after".
-public struct Journal: Sendable {
-    public let capacity: Int
+package struct Journal: Sendable {
+    package let capacity: Int
     /// Request bodies are kept up to this many bytes each.
-    public let maxBodyBytes: Int
+    package let maxBodyBytes: Int
     /// A ring: once full, each new entry overwrites the oldest, so recording costs the same every time
     /// (no periodic mass eviction to stall the loop). `ring[(start + i) % capacity]` is the i-th oldest.
     private var ring: [JournalEntry] = []
     private var start = 0
     /// Sequence number of the oldest kept entry.
     private var firstSequence = 1
-    public private(set) var nextSequence = 1
+    package private(set) var nextSequence = 1
     /// Every request ever recorded, including evicted and cleared ones.
-    public private(set) var totalRecorded = 0
-    public private(set) var evicted = 0
-    public private(set) var totalMalformed = 0
-    public private(set) var totalUnmatched = 0
+    package private(set) var totalRecorded = 0
+    package private(set) var evicted = 0
+    package private(set) var totalMalformed = 0
+    package private(set) var totalUnmatched = 0
     /// Requests recorded per route since start, exact regardless of eviction, keyed as the journal prints the
     /// route (`DecisionSource.description`), as `/stats` shows them.
-    public var perRoute: [String: Int] {
+    package var perRoute: [String: Int] {
         var counts: [String: Int] = [:]
         for (route, count) in earlierRoutes { counts[route.description, default: 0] += count }
         if let currentRoute { counts[currentRoute.description, default: 0] += currentRouteCount }
@@ -76,23 +76,23 @@ public struct Journal: Sendable {
     private var currentRoute: DecisionSource?
     private var currentRouteCount = 0
 
-    public init(capacity: Int = 10_000, maxBodyBytes: Int = 64 * 1024) {
+    package init(capacity: Int = 10_000, maxBodyBytes: Int = 64 * 1024) {
         self.capacity = max(capacity, 1)
         self.maxBodyBytes = max(maxBodyBytes, 0)
         ring.reserveCapacity(min(self.capacity, 1024))
     }
 
     /// The kept entries, oldest first.
-    public var entries: [JournalEntry] {
+    package var entries: [JournalEntry] {
         Array(ring[start...] + ring[..<start])
     }
 
     /// How many entries are kept.
-    public var retainedCount: Int { ring.count }
+    package var retainedCount: Int { ring.count }
 
     /// Records a new entry, assigning its sequence number, which it returns. The body is capped here.
     @discardableResult
-    public mutating func record(_ entry: consuming JournalEntry) -> Int {
+    package mutating func record(_ entry: consuming JournalEntry) -> Int {
         let sequence = nextSequence
         entry.sequence = sequence
         nextSequence += 1
@@ -129,35 +129,35 @@ public struct Journal: Sendable {
 
     /// Changes the entry with this sequence number, if it is still kept (how its exchange ended, bytes
     /// written). Which route took it is fixed at `record` time, so the counters need no update.
-    public mutating func update(_ sequence: Int, _ change: (inout JournalEntry) -> Void) {
+    package mutating func update(_ sequence: Int, _ change: (inout JournalEntry) -> Void) {
         guard let index = slot(sequence) else { return }
         change(&ring[index])
     }
 
-    public func entry(_ sequence: Int) -> JournalEntry? {
+    package func entry(_ sequence: Int) -> JournalEntry? {
         slot(sequence).map { ring[$0] }
     }
 
     /// Matching entries, oldest first, at most `limit` (the newest ones when limited).
-    public func query(_ filter: JournalFilter, limit: Int? = nil) -> [JournalEntry] {
+    package func query(_ filter: JournalFilter, limit: Int? = nil) -> [JournalEntry] {
         var found = entries.filter(filter.accepts)
         if let limit, found.count > limit { found.removeFirst(found.count - limit) }
         return found
     }
 
-    public func count(_ filter: JournalFilter) -> Int {
+    package func count(_ filter: JournalFilter) -> Int {
         ring.reduce(0) { $0 + (filter.accepts($1) ? 1 : 0) }
     }
 
     /// Forgets every kept entry; counters and sequence numbers carry on.
-    public mutating func clear() {
+    package mutating func clear() {
         ring.removeAll(keepingCapacity: true)
         start = 0
         firstSequence = nextSequence
     }
 
     /// The counters as the admin API shows them.
-    public func countersJSON() -> JSONValue {
+    package func countersJSON() -> JSONValue {
         .object([
             ("totalRecorded", .int(totalRecorded)),
             ("retained", .int(ring.count)),

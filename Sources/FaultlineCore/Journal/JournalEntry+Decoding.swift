@@ -53,7 +53,7 @@ extension JournalEntry {
 
 extension Base64 {
     /// Decodes standard base64 with padding; nil when malformed.
-    public static func decode(_ text: String) -> [UInt8]? {
+    package static func decode(_ text: String) -> [UInt8]? {
         var values: [UInt8] = []
         for byte in text.utf8 where byte != UInt8(ascii: "=") {
             switch byte {

@@ -271,7 +271,7 @@ extension JournalEntry {
     }
 
     /// RFC 3339 / ISO 8601 UTC with milliseconds, e.g. `2026-11-29T16:02:11.104Z`.
-    public static func iso8601(_ unixSeconds: Double) -> String {
+    package static func iso8601(_ unixSeconds: Double) -> String {
         let millis = Int64((unixSeconds * 1000).rounded(.down))
         var days = millis / 86_400_000
         var rest = millis % 86_400_000
@@ -289,10 +289,10 @@ extension JournalEntry {
 }
 
 /// Standard base64 (RFC 4648 §4) for binary journal bodies.
-public enum Base64 {
+package enum Base64 {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
 
-    public static func encode(_ bytes: [UInt8]) -> String {
+    package static func encode(_ bytes: [UInt8]) -> String {
         var out: [UInt8] = []
         out.reserveCapacity((bytes.count + 2) / 3 * 4)
         var i = 0

@@ -4,10 +4,10 @@
 ///
 /// Pure integer calendar arithmetic (proleptic Gregorian, UTC, no leap seconds), so no Foundation and no
 /// dependence on the host's time zone or locale.
-public enum HTTPDate {
+package enum HTTPDate {
     /// The IMF-fixdate (RFC 9110 §5.6.7) for `unixSeconds`, truncated to the whole second it falls in.
     /// A non-finite value formats as the Unix epoch.
-    public static func format(unixSeconds: Double) -> String {
+    package static func format(unixSeconds: Double) -> String {
         // Clamp to years 0001–9999, the range IMF-fixdate's 4DIGIT year can express.
         let lowest = -62_135_596_800.0  // 0001-01-01T00:00:00Z
         let highest = 253_402_300_799.0  // 9999-12-31T23:59:59Z
@@ -29,7 +29,7 @@ public enum HTTPDate {
     /// says. The day name is not checked against the date. An RFC 850 two-digit year is read as 1970–2069
     /// (the POSIX `%y` pivot) rather than by §5.6.7's "more than 50 years in the future" rule, which would need a
     /// clock; the form is obsolete and no current client sends it.
-    public static func parse(_ text: String) -> Double? {
+    package static func parse(_ text: String) -> Double? {
         var bytes = Array(text.utf8)[...]
         while let first = bytes.first, first == space || first == tab { bytes.removeFirst() }
         while let last = bytes.last, last == space || last == tab { bytes.removeLast() }

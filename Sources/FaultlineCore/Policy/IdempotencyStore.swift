@@ -1,14 +1,14 @@
 /// A response kept for replay: exactly what was sent the first time — status, header fields in their order and
 /// spelling, and body — so a retry gets the same response back (draft-ietf-httpapi-idempotency-key-header §2.6,
 /// "Retry").
-public struct StoredResponse: Sendable, Equatable {
-    public var status: Int
+package struct StoredResponse: Sendable, Equatable {
+    package var status: Int
     /// Header fields in the order they were sent; names keep their spelling.
-    public var headers: [(name: String, value: String)]
-    public var body: [UInt8]
+    package var headers: [(name: String, value: String)]
+    package var body: [UInt8]
 
     /// A stored response with the given status, header fields (in order) and body.
-    public init(status: Int, headers: [(name: String, value: String)], body: [UInt8]) {
+    package init(status: Int, headers: [(name: String, value: String)], body: [UInt8]) {
         self.status = status
         self.headers = headers
         self.body = body
@@ -16,7 +16,7 @@ public struct StoredResponse: Sendable, Equatable {
 
     /// Equal when status, body and every header field (name and value, exact spelling, same order) are equal: a
     /// replay must be byte-for-byte what was sent, so `Content-Type` and `content-type` differ here.
-    public static func == (lhs: StoredResponse, rhs: StoredResponse) -> Bool {
+    package static func == (lhs: StoredResponse, rhs: StoredResponse) -> Bool {
         lhs.status == rhs.status
             && lhs.body == rhs.body
             && lhs.headers.count == rhs.headers.count
@@ -32,9 +32,9 @@ public struct StoredResponse: Sendable, Equatable {
 ///
 /// Pure state with an injected clock (`nowMilliseconds`); the server keeps one store and calls it from the loop
 /// thread, one step per request.
-public struct IdempotencyStore: Sendable {
+package struct IdempotencyStore: Sendable {
     /// What to do with a request carrying an idempotency key.
-    public enum Admission: Sendable, Equatable {
+    package enum Admission: Sendable, Equatable {
         /// First use of the key (or the first since it expired or was abandoned): run the route, then call
         /// `complete(…)`, or `abandon(…)` if nothing was produced (draft §2.6, "First time request").
         case fresh
@@ -83,15 +83,15 @@ public struct IdempotencyStore: Sendable {
     private var sideEffectOrder: [RecordID] = []
     private var keylessSideEffects = 0
     /// Every side effect since the start (or the last reset), pruned keys included.
-    public private(set) var totalSideEffects = 0
+    package private(set) var totalSideEffects = 0
     /// Bounded memory: at most about this many completed records (and this many keys with a single side effect)
     /// are kept; beyond it, expired records go first, then the oldest completed ones, whose keys then count as
     /// fresh. In-flight records are never dropped. Keys seen more than once keep their counts: they are evidence.
-    public let capacity: Int
+    package let capacity: Int
 
     /// A store whose completed records are kept for `expiryMilliseconds` after completion, then forgotten so the
     /// key is fresh again (draft §2.3). Negative values count as zero.
-    public init(expiryMilliseconds: Int = 24 * 3_600_000, capacity: Int = 10_000) {
+    package init(expiryMilliseconds: Int = 24 * 3_600_000, capacity: Int = 10_000) {
         self.expiryMilliseconds = UInt64(max(0, expiryMilliseconds))
         self.capacity = max(capacity, 1)
     }
@@ -100,7 +100,7 @@ public struct IdempotencyStore: Sendable {
     ///
     /// The payload check comes first: a different fingerprint is `.mismatch` even while the first attempt is in
     /// flight, because the draft asks the client to correct such a request rather than just wait and retry it.
-    public mutating func admit(scope: String, key: String, fingerprint: String,
+    package mutating func admit(scope: String, key: String, fingerprint: String,
                                nowMilliseconds: UInt64) -> Admission {
         let id = RecordID(scope: scope, key: key)
         guard var record = records[id], !isExpired(record, at: nowMilliseconds) else {
@@ -131,7 +131,7 @@ public struct IdempotencyStore: Sendable {
     ///
     /// Does nothing unless the record is in flight: after `reset()` or `abandon(…)` there is nothing to complete,
     /// and a record that already completed keeps its first response.
-    public mutating func complete(scope: String, key: String, response: StoredResponse, nowMilliseconds: UInt64) {
+    package mutating func complete(scope: String, key: String, response: StoredResponse, nowMilliseconds: UInt64) {
         let id = RecordID(scope: scope, key: key)
         guard var record = records[id], case .inFlight = record.phase else { return }
         let (sum, overflow) = nowMilliseconds.addingReportingOverflow(expiryMilliseconds)
@@ -141,7 +141,7 @@ public struct IdempotencyStore: Sendable {
 
     /// The first attempt ended without a response worth storing (the connection broke before anything was
     /// committed); the key is fresh again. Only an in-flight record is dropped — a completed one stays.
-    public mutating func abandon(scope: String, key: String) {
+    package mutating func abandon(scope: String, key: String) {
         let id = RecordID(scope: scope, key: key)
         guard let record = records[id], case .inFlight = record.phase else { return }
         records[id] = nil
@@ -149,7 +149,7 @@ public struct IdempotencyStore: Sendable {
 
     /// One side effect (a resource created) was applied under `key` on route `scope`, or with no key at all when
     /// `key` is nil. Counts survive expiry and `abandon(…)`: they are what a test checks for duplicates.
-    public mutating func recordSideEffect(scope: String, key: String?) {
+    package mutating func recordSideEffect(scope: String, key: String?) {
         totalSideEffects += 1
         guard let key else {
             keylessSideEffects += 1
@@ -177,13 +177,13 @@ public struct IdempotencyStore: Sendable {
     }
 
     /// Side effects applied under `key` on route `scope`.
-    public func sideEffects(scope: String, key: String) -> Int {
+    package func sideEffects(scope: String, key: String) -> Int {
         keyedSideEffects[RecordID(scope: scope, key: key)] ?? 0
     }
 
 
     /// Forgets every record and side-effect count (a scenario reset).
-    public mutating func reset() {
+    package mutating func reset() {
         records = [:]
         keyedSideEffects = [:]
         sideEffectOrder = []
@@ -203,7 +203,7 @@ public struct IdempotencyStore: Sendable {
     /// `createdMs` and `expiresMs` are signed offsets from `nowMilliseconds` (created is zero or negative, expires
     /// positive); an in-flight record has no status and no expiry. Expired records are left out. Records are
     /// ordered by creation time, then scope and key; side-effect counts by scope and key.
-    public func stateJSON(nowMilliseconds: UInt64) -> JSONValue {
+    package func stateJSON(nowMilliseconds: UInt64) -> JSONValue {
         let live = records.filter { !isExpired($0.value, at: nowMilliseconds) }
             .sorted { ($0.value.createdAt, $0.key) < ($1.value.createdAt, $1.key) }
         let recordValues: [JSONValue] = live.map { id, record in
@@ -264,7 +264,7 @@ extension IdempotencyStore {
     /// unquoted run of visible ASCII (0x21–0x7E) without `"` or `,` is accepted too. Spaces and tabs around the
     /// value are ignored (RFC 9110 §5.5 OWS). Anything after the closing quote — parameters included — is rejected:
     /// the draft defines none, and a stray character more likely means a broken client than an extension.
-    public static func parseKey(_ fieldValue: String) -> String? {
+    package static func parseKey(_ fieldValue: String) -> String? {
         var bytes = Substring(fieldValue).utf8[...]
         while let first = bytes.first, first == 0x20 || first == 0x09 { bytes.removeFirst() }
         while let last = bytes.last, last == 0x20 || last == 0x09 { bytes.removeLast() }
@@ -311,7 +311,7 @@ extension IdempotencyStore {
     /// Lowercase hex of SHA-256 (FIPS 180-4) over the method's UTF-8, the target's UTF-8 (path and query as sent)
     /// and the body, each preceded by its length as a 64-bit big-endian integer — the length prefixes keep
     /// `("POST", "/ab")` and `("POS", "T/ab")` apart. Stable across runs and builds, 64 characters.
-    public static func fingerprint(method: String, target: String, body: [UInt8]) -> String {
+    package static func fingerprint(method: String, target: String, body: [UInt8]) -> String {
         var message: [UInt8] = []
         message.reserveCapacity(24 + method.utf8.count + target.utf8.count + body.count)
         for part in [Array(method.utf8), Array(target.utf8), body] {

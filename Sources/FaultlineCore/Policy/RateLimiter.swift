@@ -61,7 +61,7 @@ public struct RateLimitRule: Sendable, Equatable {
 }
 
 /// What the rate limiter says about one request.
-public enum RateLimitDecision: Sendable, Equatable {
+package enum RateLimitDecision: Sendable, Equatable {
     /// Allowed; `headers` are the RateLimit fields to add to the normal response (empty unless the rule has
     /// `rateLimitHeaders`).
     case allowed(headers: [(name: String, value: String)])
@@ -71,7 +71,7 @@ public enum RateLimitDecision: Sendable, Equatable {
     case limited(status: Int, retryAfterMilliseconds: Int, headers: [(name: String, value: String)])
 
     /// Equal when the cases, numbers and every header name and value (in order) are equal.
-    public static func == (lhs: RateLimitDecision, rhs: RateLimitDecision) -> Bool {
+    package static func == (lhs: RateLimitDecision, rhs: RateLimitDecision) -> Bool {
         switch (lhs, rhs) {
         case let (.allowed(a), .allowed(b)):
             return sameHeaders(a, b)
@@ -93,16 +93,16 @@ public enum RateLimitDecision: Sendable, Equatable {
 /// clock. Over the limit a request gets 429 (RFC 6585 §4) or 503 with `Retry-After` (RFC 9110 §10.2.3) and,
 /// when enabled, the `RateLimit-Policy` and `RateLimit` fields of draft-ietf-httpapi-ratelimit-headers.
 /// A limited request does not consume quota.
-public struct RateLimiter: Sendable {
+package struct RateLimiter: Sendable {
     /// The rules, in scenario order; `check(ruleIndex:…)` indexes into this.
-    public private(set) var rules: [RateLimitRule]
+    package private(set) var rules: [RateLimitRule]
     /// Per rule, the buckets by key.
     private var buckets: [[String: Bucket]]
     /// Per rule, bucket keys in the order they were first seen, so `stateJSON` is stable.
     private var keyOrder: [[String]]
 
     /// A limiter with empty buckets for `rules`.
-    public init(rules: [RateLimitRule]) {
+    package init(rules: [RateLimitRule]) {
         self.rules = rules
         self.buckets = Array(repeating: [:], count: rules.count)
         self.keyOrder = Array(repeating: [], count: rules.count)
@@ -112,7 +112,7 @@ public struct RateLimiter: Sendable {
     /// key string from `RateLimitKey`: "" for global, the client host, or the header value) at monotonic time
     /// `nowMilliseconds`; `wallSeconds` is the Unix time, used only for an HTTP-date `Retry-After`
     /// (RFC 9110 §10.2.3).
-    public mutating func check(
+    package mutating func check(
         ruleIndex: Int, bucketKey: String, nowMilliseconds: UInt64, wallSeconds: Double
     ) -> RateLimitDecision {
         guard rules.indices.contains(ruleIndex) else {
@@ -147,7 +147,7 @@ public struct RateLimiter: Sendable {
 
     /// Empties the buckets of one rule (by id; every rule with that id), or of all rules when nil — a step's
     /// `reset-bucket` effect or a scenario reset. An unknown id changes nothing.
-    public mutating func reset(ruleID: String?) {
+    package mutating func reset(ruleID: String?) {
         for index in rules.indices where ruleID == nil || rules[index].id == ruleID {
             buckets[index] = [:]
             keyOrder[index] = []
@@ -158,7 +158,7 @@ public struct RateLimiter: Sendable {
     /// first seen, each with `key`, `remaining` and `resetMs` as of `nowMilliseconds` (a fixed window's reset is
     /// the end of its current window; a token bucket's is the time until it is full again), `requests` (all
     /// requests counted, allowed or not) and `limited`.
-    public func stateJSON(nowMilliseconds: UInt64) -> JSONValue {
+    package func stateJSON(nowMilliseconds: UInt64) -> JSONValue {
         .array(rules.indices.map { index in
             let rule = rules[index]
             let quota = Quota(rule)

@@ -1,7 +1,7 @@
 /// Which later requests an advertised `Retry-After` is compared with: those taken by the same route in the same
 /// script partition, or those counted by the same rate-limit rule in the same bucket. The report joins
 /// observations to scenarios on these cases; `description` is the one place the text `/state` shows is made.
-public enum RetryAfterKey: Sendable, Hashable, CustomStringConvertible {
+package enum RetryAfterKey: Sendable, Hashable, CustomStringConvertible {
     /// Scripted responses of the route with this id, for one `sequenceBy` value ("" without `sequenceBy`).
     case route(id: String, partition: String)
     /// The rate-limit rule with this id, for one bucket ("" for a global rule).
@@ -9,7 +9,7 @@ public enum RetryAfterKey: Sendable, Hashable, CustomStringConvertible {
 
     /// The `key` of `/state`'s Retry-After observations and pending advertisements: `route ID [partition]`
     /// or `rate-limit ID [bucket]`.
-    public var description: String {
+    package var description: String {
         switch self {
         case .route(let id, let partition): return "route \(id) [\(partition)]"
         case .rateLimit(let id, let bucket): return "rate-limit \(id) [\(bucket)]"
@@ -20,24 +20,24 @@ public enum RetryAfterKey: Sendable, Hashable, CustomStringConvertible {
 /// Judges whether clients wait as long as `Retry-After` asked (RFC 9110 §10.2.3; ARCHITECTURE §6 and the
 /// `honorsRetryAfter` verdict of §6). Each 429 or 503 that carried `Retry-After` leaves one pending
 /// advertisement per key; the next request with that key is compared with it and the advertisement is cleared.
-public struct RetryAfterTracker: Sendable {
+package struct RetryAfterTracker: Sendable {
     /// A response with `Retry-After` that has not yet been followed by a request with the same key.
-    public struct Advertisement: Sendable, Equatable {
+    package struct Advertisement: Sendable, Equatable {
         /// The route partition or rate-limit bucket the advertisement applies to.
-        public var key: RetryAfterKey
+        package var key: RetryAfterKey
         /// The journal sequence number of the request that got the 429/503.
-        public var sequence: Int
-        public var sentAtMilliseconds: UInt64
+        package var sequence: Int
+        package var sentAtMilliseconds: UInt64
         /// `sentAtMilliseconds` plus the advertised wait: the first moment a retry honours the advertisement.
-        public var earliestRetryMilliseconds: UInt64
-        public var status: Int
+        package var earliestRetryMilliseconds: UInt64
+        package var status: Int
         /// The `Retry-After` field value as sent.
-        public var retryAfter: String
+        package var retryAfter: String
         /// The connection the advertisement went out on (0 when unknown).
-        public var connection: Int = 0
+        package var connection: Int = 0
 
         /// An advertisement as `RetryAfterTracker.advertised` records it.
-        public init(
+        package init(
             key: RetryAfterKey, sequence: Int, sentAtMilliseconds: UInt64, earliestRetryMilliseconds: UInt64, status: Int,
             retryAfter: String
         ) {
@@ -51,24 +51,24 @@ public struct RetryAfterTracker: Sendable {
     }
 
     /// One judged retry: the request that followed an advertisement, and how its timing compares.
-    public struct Observation: Sendable, Equatable {
+    package struct Observation: Sendable, Equatable {
         /// The route partition or rate-limit bucket the retry was judged for.
-        public var key: RetryAfterKey
+        package var key: RetryAfterKey
         /// The journal sequence of the 429/503.
-        public var advertisedSequence: Int
+        package var advertisedSequence: Int
         /// The next request with the same key.
-        public var retrySequence: Int
-        public var advertisedWaitMilliseconds: Int
+        package var retrySequence: Int
+        package var advertisedWaitMilliseconds: Int
         /// Retry arrival − advertisement send time.
-        public var actualWaitMilliseconds: Int
+        package var actualWaitMilliseconds: Int
         /// > 0 when the retry came before the advertised time, else 0.
-        public var earlyByMilliseconds: Int
+        package var earlyByMilliseconds: Int
 
         /// The retry came no earlier than `Retry-After` allowed.
-        public var honoured: Bool { earlyByMilliseconds == 0 }
+        package var honoured: Bool { earlyByMilliseconds == 0 }
 
         /// An observation as `RetryAfterTracker.arrived` records it.
-        public init(
+        package init(
             key: RetryAfterKey, advertisedSequence: Int, retrySequence: Int, advertisedWaitMilliseconds: Int,
             actualWaitMilliseconds: Int, earlyByMilliseconds: Int
         ) {
@@ -84,15 +84,15 @@ public struct RetryAfterTracker: Sendable {
     /// How many judged retries are kept for `/state` and the `honorsRetryAfter` verdict: the newest ones, as the
     /// journal keeps its newest entries (whose default capacity this is); `retries` and `early` stay exact.
     /// Unbounded, a server answering 429s or 503s for hours grew by ~150 bytes per retry (found by `make soak`).
-    public let observationCapacity: Int
+    package let observationCapacity: Int
     /// Judged retries, oldest first: the newest `observationCapacity` of them.
-    public var observations: [Observation] { Array(judged.suffix(observationCapacity)) }
+    package var observations: [Observation] { Array(judged.suffix(observationCapacity)) }
     /// Up to twice the capacity, trimmed to it in one step, so that recording stays O(1) amortized.
     private var judged: [Observation] = []
     /// Every retry judged since the start (or the last reset), including those no longer kept.
-    public private(set) var retries = 0
+    package private(set) var retries = 0
     /// Of `retries`, those that came before the advertised time.
-    public private(set) var early = 0
+    package private(set) var early = 0
     /// Per key, the advertisements not yet answered by a retry, oldest first. Bounded like `observations`: when
     /// twice `observationCapacity` are pending (a client that never retries, or a fresh `sequenceBy` value per
     /// request), only the newest `observationCapacity` are kept.
@@ -100,15 +100,15 @@ public struct RetryAfterTracker: Sendable {
     private var pendingCount = 0
 
     /// A tracker with nothing pending and nothing observed.
-    public init(observationCapacity: Int = 10_000) {
+    package init(observationCapacity: Int = 10_000) {
         self.observationCapacity = max(observationCapacity, 1)
     }
 
     /// Whether any advertisement waits for a retry (lets the hot path skip building keys).
-    public var hasPending: Bool { !pendingByKey.isEmpty }
+    package var hasPending: Bool { !pendingByKey.isEmpty }
 
     /// Advertisements still waiting for a request with their key, oldest first (by sequence).
-    public var pending: [Advertisement] {
+    package var pending: [Advertisement] {
         pendingByKey.values.flatMap { $0 }.sorted { $0.sequence < $1.sequence }
     }
 
@@ -117,7 +117,7 @@ public struct RetryAfterTracker: Sendable {
     /// Several may be pending for one key (concurrent requests limited together); each later request with the
     /// key is taken as the retry of the oldest one still pending, so a burst of limited requests is judged
     /// request by request.
-    public mutating func advertised(
+    package mutating func advertised(
         key: RetryAfterKey, sequence: Int, status: Int, retryAfter: String, waitMilliseconds: Int, nowMilliseconds: UInt64,
         connection: Int = 0
     ) {
@@ -137,14 +137,14 @@ public struct RetryAfterTracker: Sendable {
 
     /// A request on another connection that was already open when the advertisement went out, arriving this
     /// soon after it, was already on its way (the client could not have read the 429 yet): not judged as a retry.
-    public static let concurrencyGraceMilliseconds: UInt64 = 10
+    package static let concurrencyGraceMilliseconds: UInt64 = 10
 
     /// A request with `key` arrived; if an advertisement for that key is pending, the oldest is judged and cleared.
     /// A request whose sequence is not after the advertisement's (the limited request itself, when the caller
     /// reports its arrival after advertising) is not a retry and leaves the advertisement pending.
     @discardableResult
     /// `connection` and `connectionOpenedAtMilliseconds` tell a retry from a request that was already in flight.
-    public mutating func arrived(
+    package mutating func arrived(
         key: RetryAfterKey, sequence: Int, nowMilliseconds: UInt64, connection: Int = 0,
         connectionOpenedAtMilliseconds: UInt64 = 0
     ) -> Observation? {
@@ -176,7 +176,7 @@ public struct RetryAfterTracker: Sendable {
     }
 
     /// Forgets every observation and pending advertisement (scenario reset).
-    public mutating func reset() {
+    package mutating func reset() {
         judged = []
         retries = 0
         early = 0
@@ -186,7 +186,7 @@ public struct RetryAfterTracker: Sendable {
 
     /// For `GET /__faultline/state`: the exact counts, the observations kept (oldest first), and the pending
     /// advertisements.
-    public func stateJSON() -> JSONValue {
+    package func stateJSON() -> JSONValue {
         .object([
             ("retries", .int(retries)),
             ("honoured", .int(retries - early)),
@@ -218,7 +218,7 @@ public struct RetryAfterTracker: Sendable {
     /// Parses a `Retry-After` value (RFC 9110 §10.2.3: delay-seconds, `1*DIGIT`, or an HTTP-date in any form of
     /// §5.6.7) into milliseconds from `wallSeconds`; nil if invalid. Surrounding whitespace is ignored; a date in
     /// the past means 0; a huge delay saturates instead of overflowing.
-    public static func waitMilliseconds(retryAfter: String, wallSeconds: Double) -> Int? {
+    package static func waitMilliseconds(retryAfter: String, wallSeconds: Double) -> Int? {
         let text = retryAfter.trimmingWhitespace()
         guard !text.isEmpty else { return nil }
         if text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {

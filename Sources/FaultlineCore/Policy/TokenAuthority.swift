@@ -39,9 +39,9 @@ public struct AuthConfig: Sendable, Equatable {
 
 /// The server's token state: the current access token, how it expires, the refresh tokens, and the counters
 /// that judge a client's refresh behaviour (how many refreshes, how many at once, how many stale tokens).
-public struct TokenAuthority: Sendable {
+package struct TokenAuthority: Sendable {
     /// Why a protected request was turned away.
-    public enum Rejection: String, Sendable, Equatable {
+    package enum Rejection: String, Sendable, Equatable {
         /// No `Authorization: Bearer …` at all.
         case missing
         /// A token this server issued earlier, since replaced or expired: the client did not refresh.
@@ -50,25 +50,25 @@ public struct TokenAuthority: Sendable {
         case unknown
     }
 
-    public let config: AuthConfig
-    public private(set) var currentToken: String
-    public private(set) var currentRefreshToken: String?
+    package let config: AuthConfig
+    package private(set) var currentToken: String
+    package private(set) var currentRefreshToken: String?
     private var issued: Set<String>
     private var usedRefreshTokens: Set<String> = []
     private var issuedAtMilliseconds: UInt64
     private var uses = 0
     private var expired = false
     private var generation = 1
-    public private(set) var refreshCalls = 0
-    public private(set) var refreshesInFlight = 0
-    public private(set) var maxRefreshesInFlight = 0
-    public private(set) var tokensIssued = 0
-    public private(set) var staleTokenRequests = 0
-    public private(set) var missingTokenRequests = 0
-    public private(set) var acceptedRequests = 0
-    public private(set) var invalidGrants = 0
+    package private(set) var refreshCalls = 0
+    package private(set) var refreshesInFlight = 0
+    package private(set) var maxRefreshesInFlight = 0
+    package private(set) var tokensIssued = 0
+    package private(set) var staleTokenRequests = 0
+    package private(set) var missingTokenRequests = 0
+    package private(set) var acceptedRequests = 0
+    package private(set) var invalidGrants = 0
 
-    public init(config: AuthConfig, nowMilliseconds: UInt64) {
+    package init(config: AuthConfig, nowMilliseconds: UInt64) {
         self.config = config
         currentToken = config.initialToken
         currentRefreshToken = config.initialRefreshToken ?? (config.rotateRefreshTokens ? "refresh-1" : nil)
@@ -77,12 +77,12 @@ public struct TokenAuthority: Sendable {
     }
 
     /// Whether `path` needs a token.
-    public func protects(_ path: String) -> Bool {
+    package func protects(_ path: String) -> Bool {
         config.protect.contains { path.hasPrefix($0) }
     }
 
     /// Checks `Authorization` (RFC 6750 §2.1) and counts the use. Nil when the request may proceed.
-    public mutating func authorize(_ authorization: String?, nowMilliseconds: UInt64) -> Rejection? {
+    package mutating func authorize(_ authorization: String?, nowMilliseconds: UInt64) -> Rejection? {
         expireIfDue(nowMilliseconds)
         guard let authorization, let token = Self.bearerToken(authorization) else {
             missingTokenRequests += 1
@@ -118,25 +118,25 @@ public struct TokenAuthority: Sendable {
     // MARK: - Refresh
 
     /// A call to the token endpoint began; it is in flight until `refreshFinished()`.
-    public mutating func refreshStarted() {
+    package mutating func refreshStarted() {
         refreshCalls += 1
         refreshesInFlight += 1
         maxRefreshesInFlight = max(maxRefreshesInFlight, refreshesInFlight)
     }
 
-    public mutating func refreshFinished() {
+    package mutating func refreshFinished() {
         refreshesInFlight = max(0, refreshesInFlight - 1)
     }
 
     /// What the token endpoint answers to a grant (RFC 6749 §5.1 success, §5.2 error).
-    public enum Grant: Sendable, Equatable {
+    package enum Grant: Sendable, Equatable {
         case issued(JSONValue)
         case invalidGrant(String)
     }
 
     /// Issues the next token for a token request body (form-encoded or JSON). With rotation, a
     /// `refresh_token` grant must present the current refresh token.
-    public mutating func grant(body: [UInt8], contentType: String?, nowMilliseconds: UInt64) -> Grant {
+    package mutating func grant(body: [UInt8], contentType: String?, nowMilliseconds: UInt64) -> Grant {
         let parameters = Self.parameters(body, contentType: contentType)
         if config.rotateRefreshTokens, parameters["grant_type"] == "refresh_token" {
             let presented = parameters["refresh_token"]
@@ -159,7 +159,7 @@ public struct TokenAuthority: Sendable {
     }
 
     /// Replaces the current token (the `rotate-token` effect, and every successful grant).
-    public mutating func issue(nowMilliseconds: UInt64) {
+    package mutating func issue(nowMilliseconds: UInt64) {
         generation += 1
         currentToken = "token-\(generation)"
         issued.insert(currentToken)
@@ -171,7 +171,7 @@ public struct TokenAuthority: Sendable {
     }
 
     /// Makes the current token stop working now (the `expire-token` effect and the admin call).
-    public mutating func expire() {
+    package mutating func expire() {
         expired = true
     }
 
@@ -191,7 +191,7 @@ public struct TokenAuthority: Sendable {
     }
 
     /// For `GET /__faultline/state`.
-    public func stateJSON(nowMilliseconds: UInt64) -> JSONValue {
+    package func stateJSON(nowMilliseconds: UInt64) -> JSONValue {
         var expiresIn: JSONValue = .null
         if let lifetime = config.expireAfterMilliseconds {
             let end = issuedAtMilliseconds + UInt64(lifetime)

@@ -241,7 +241,7 @@ public struct PathPattern: Sendable, Equatable {
     public var source: String
     /// For an exact path without parameters (`/v1/items`): the decoded path itself, which a request path
     /// without percent-escapes can be compared with whole, without splitting it into segments.
-    public let literalPath: String?
+    package let literalPath: String?
 
     public init(segments: [Segment], isPrefix: Bool, source: String) {
         self.segments = segments

@@ -10,7 +10,7 @@ import Darwin
 /// once, each with its file, JSON path and an actionable message.
 public enum ScenarioLoader {
     /// The largest scenario file read (bodies referenced with `file` have their own limit).
-    public static let maxScenarioFileBytes = 16 * 1024 * 1024
+    package static let maxScenarioFileBytes = 16 * 1024 * 1024
 
     /// Loads each path: a file is one scenario; a folder contributes every `*.json` file directly inside it
     /// (not recursive, sorted by name, skipping `*.schema.json` and hidden files); only regular files are read.

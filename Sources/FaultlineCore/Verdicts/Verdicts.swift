@@ -1,12 +1,12 @@
 /// One judged rule: whether the client kept it, a sentence a developer understands without reading our code,
 /// and the journal sequence numbers that show it.
-public struct Verdict: Sendable, Equatable {
-    public var rule: String
-    public var passed: Bool
-    public var explanation: String
-    public var evidence: [Int]
+package struct Verdict: Sendable, Equatable {
+    package var rule: String
+    package var passed: Bool
+    package var explanation: String
+    package var evidence: [Int]
 
-    public func json() -> JSONValue {
+    package func json() -> JSONValue {
         .object([
             ("rule", .string(rule)), ("passed", .bool(passed)), ("explanation", .string(explanation)),
             ("evidence", .array(evidence.map(JSONValue.int))),
@@ -16,16 +16,16 @@ public struct Verdict: Sendable, Equatable {
 
 /// The facts the verdicts are drawn from, gathered by the engine. Pure data, so the rules are tested
 /// without a server.
-public struct VerdictInput: Sendable {
+package struct VerdictInput: Sendable {
     /// Journal entries of scripted routes (not admin calls), oldest first.
-    public var entries: [JournalEntry]
-    public var retryAfter: [RetryAfterTracker.Observation]
-    public var refreshCalls: Int?
-    public var maxRefreshesInFlight: Int?
+    package var entries: [JournalEntry]
+    package var retryAfter: [RetryAfterTracker.Observation]
+    package var refreshCalls: Int?
+    package var maxRefreshesInFlight: Int?
     /// The header holding the idempotency key, per side-effecting route id.
-    public var idempotencyHeaders: [String: String]
+    package var idempotencyHeaders: [String: String]
 
-    public init(
+    package init(
         entries: [JournalEntry], retryAfter: [RetryAfterTracker.Observation] = [], refreshCalls: Int? = nil,
         maxRefreshesInFlight: Int? = nil, idempotencyHeaders: [String: String] = [:]
     ) {
@@ -39,11 +39,11 @@ public struct VerdictInput: Sendable {
 
 /// Judges the client against `Expectations` (ARCHITECTURE §8). Each rule explains its failure with the requests
 /// that broke it.
-public enum Verdicts {
+package enum Verdicts {
     /// Statuses after which trying again is legitimate (RFC 9110 §15.5: timeout, conflict, too early, too many).
     static let retryable4xx: Set<Int> = [408, 409, 425, 429]
 
-    public static func evaluate(_ expect: Expectations, _ input: VerdictInput) -> [Verdict] {
+    package static func evaluate(_ expect: Expectations, _ input: VerdictInput) -> [Verdict] {
         var verdicts: [Verdict] = []
         if expect.honorsRetryAfter { verdicts.append(honorsRetryAfter(input)) }
         if expect.singleFlightRefresh { verdicts.append(singleFlight(input)) }
@@ -240,7 +240,7 @@ public enum Verdicts {
 
 extension Engine {
     /// `GET /__faultline/report`: every loaded scenario's `expect`, judged against the journal and the state.
-    public func report(journal: [JournalEntry]) -> JSONValue {
+    package func report(journal: [JournalEntry]) -> JSONValue {
         var headers: [String: String] = [:]
         for scenario in scenarios {
             for route in scenario.routes { if let config = route.idempotency { headers[route.id] = config.header } }
