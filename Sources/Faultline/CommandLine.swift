@@ -1,7 +1,7 @@
 import FaultlineCore
 
 /// What the command line asked for, parsed without side effects so tests can call it directly.
-public enum CommandLineRequest: Equatable, Sendable {
+package enum CommandLineRequest: Equatable, Sendable {
     case serve(ServeOptions)
     case validate(paths: [String])
     /// Fetch `/__faultline/report` from a running server; exit non-zero on any failed rule.
@@ -13,28 +13,28 @@ public enum CommandLineRequest: Equatable, Sendable {
 }
 
 /// Options of `faultline serve`.
-public struct ServeOptions: Equatable, Sendable {
-    public var paths: [String] = []
-    public var host = "127.0.0.1"
-    public var port = 0
-    public var portFile: String?
-    public var journalCapacity = 10_000
-    public var maxBodyBytes = 10 * 1024 * 1024
-    public var headerTimeoutMilliseconds = 10_000
+package struct ServeOptions: Equatable, Sendable {
+    package var paths: [String] = []
+    package var host = "127.0.0.1"
+    package var port = 0
+    package var portFile: String?
+    package var journalCapacity = 10_000
+    package var maxBodyBytes = 10 * 1024 * 1024
+    package var headerTimeoutMilliseconds = 10_000
     /// Append each journal entry to this file as a line of JSON when its exchange ends.
-    public var journalFile: String?
+    package var journalFile: String?
     /// One line per finished request on stderr; nil with `--quiet`.
-    public var requestLog: RequestLogFormat? = .text
+    package var requestLog: RequestLogFormat? = .text
     /// Reload the scenario files when they change (inotify).
-    public var watch = false
+    package var watch = false
 
-    public init() {}
+    package init() {}
 }
 
 /// Options of `faultline export`.
-public struct ExportOptions: Equatable, Sendable {
+package struct ExportOptions: Equatable, Sendable {
     /// What `export` writes.
-    public enum Format: String, Equatable, Sendable, CaseIterable {
+    package enum Format: String, Equatable, Sendable, CaseIterable {
         /// An HTTP Archive 1.2 document (`GET /__faultline/requests.har`).
         case har
         /// One journal entry per line, as `GET /__faultline/requests` gives them.
@@ -42,12 +42,12 @@ public struct ExportOptions: Equatable, Sendable {
     }
 
     /// `http://HOST:PORT` of a running faultline.
-    public var url: String
-    public var format: Format = .har
+    package var url: String
+    package var format: Format = .har
     /// Where to write; nil for stdout.
-    public var output: String?
+    package var output: String?
 
-    public init(url: String, format: Format = .har, output: String? = nil) {
+    package init(url: String, format: Format = .har, output: String? = nil) {
         self.url = url
         self.format = format
         self.output = output
@@ -55,9 +55,9 @@ public struct ExportOptions: Equatable, Sendable {
 }
 
 /// A command line that cannot be carried out; the message says what to change. Exit code 64 (EX_USAGE).
-public struct CommandLineError: Error, Equatable, CustomStringConvertible {
-    public var message: String
-    public var description: String { message }
+package struct CommandLineError: Error, Equatable, CustomStringConvertible {
+    package var message: String
+    package var description: String { message }
 }
 
 /// One option of a command, declared once: its names (the long one first), the name of the value it takes (nil
@@ -177,7 +177,7 @@ struct RemoteParse {
 }
 
 /// The `faultline` command line (ARCHITECTURE §9): one declarative table of commands and options.
-public enum FaultlineCommandLine {
+package enum FaultlineCommandLine {
     static let serve = CommandSpec<ServeParse>(
         name: "serve",
         summary: """
@@ -264,7 +264,7 @@ public enum FaultlineCommandLine {
         positional: { _, _ in })
 
     /// `--help`, generated from the declarations above.
-    public static var usage: String {
+    package static var usage: String {
         /// `head` as it is, then `body` wrapped at `width` columns, continuation lines indented to `indent`.
         func wrap(_ head: String, _ body: String, indent: Int, width: Int = 110) -> [String] {
             var lines: [String] = []
@@ -311,7 +311,7 @@ public enum FaultlineCommandLine {
         return text.joined(separator: "\n")
     }
 
-    public static func parse(_ arguments: [String]) throws(CommandLineError) -> CommandLineRequest {
+    package static func parse(_ arguments: [String]) throws(CommandLineError) -> CommandLineRequest {
         guard let command = arguments.first else { return .help(topic: nil) }
         let rest = Array(arguments.dropFirst())
         switch command {
