@@ -6,17 +6,21 @@ import PackageDescription
 // classes on the request path mark their stored properties `@exclusivity(unchecked)` (ARCHITECTURE §1).
 let package = Package(
     name: "Faultline",
+    // macOS 15: the loop's cross-thread queue uses `Mutex` (Synchronization). Linux is tested; macOS is built to
+    // run, not yet tested here (docs/PORTABILITY.md).
+    platforms: [.macOS(.v15)],
     products: [
         .library(name: "Faultline", targets: ["Faultline"]),
         .library(name: "FaultlineCore", targets: ["FaultlineCore"]),
         .executable(name: "faultline", targets: ["faultline"]),
     ],
     targets: [
-        // libevent from Debian's libevent-dev, found through pkg-config. Only the Faultline target imports it.
+        // libevent from Debian's libevent-dev or Homebrew's libevent, found through pkg-config. Only the Faultline
+        // target imports it.
         .systemLibrary(
             name: "CLibevent",
             pkgConfig: "libevent",
-            providers: [.apt(["libevent-dev"])]
+            providers: [.apt(["libevent-dev"]), .brew(["libevent"])]
         ),
         // Pure Swift: parser, scenarios, engine, journal. No sockets, no libevent.
         .target(name: "FaultlineCore"),

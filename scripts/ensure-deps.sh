@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what building and testing Faultline needs on Debian, only when it is missing:
+# Installs what building and testing Faultline needs on Debian (apt) or macOS (Homebrew), only when it is missing:
 #   libevent-dev (the server), curl (live tests), Python's requests + pytest + jsonschema (client and schema tests)
 #   and schemathesis (tests/python/test_openapi.py fuzzes the admin API against docs/openapi.json).
 # Usage: scripts/ensure-deps.sh [build|test|bench|hotpath]
@@ -19,6 +19,24 @@ if [ "$need" = bench ]; then
 fi
 if [ "$need" = hotpath ]; then
     command -v valgrind >/dev/null || apt_packages+=(valgrind)
+fi
+if [ "$(uname)" = Darwin ]; then
+    # Homebrew names for the same needs (docs/PORTABILITY.md: written for macOS, not yet run on one here).
+    brew_packages=()
+    pkg-config --exists libevent 2>/dev/null || brew_packages+=(libevent pkg-config)
+    if [ "$need" = bench ]; then
+        command -v wrk >/dev/null || brew_packages+=(wrk)
+        command -v nginx >/dev/null || brew_packages+=(nginx)
+    fi
+    if [ "$need" = hotpath ]; then
+        echo "ensure-deps: valgrind does not run on macOS; make hotpath is Linux-only" >&2
+        exit 1
+    fi
+    if [ "${#brew_packages[@]}" -gt 0 ]; then
+        echo "ensure-deps: brew install ${brew_packages[*]}" >&2
+        brew install "${brew_packages[@]}"
+    fi
+    apt_packages=()
 fi
 if [ "${#apt_packages[@]}" -gt 0 ]; then
     echo "ensure-deps: installing ${apt_packages[*]}" >&2

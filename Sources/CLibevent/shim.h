@@ -8,10 +8,13 @@
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
+#ifdef __linux__
+// Linux fast paths only (Sources/Faultline/Platform, docs/PORTABILITY.md); other platforms take the portable ones.
 // eventfd: how other threads wake the loop (not exposed by Swift's Glibc module).
 #include <sys/eventfd.h>
 // inotify: `serve --watch` reloads edited scenario files from the loop.
 #include <sys/inotify.h>
+#endif
 // The parts of libevent 2.1 that Faultline's event loop uses: the core loop, bufferevents and listeners.
 // evhttp is deliberately not included: it rewrites responses, and Faultline must control every byte.
 #include <event2/event.h>

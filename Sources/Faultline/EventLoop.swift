@@ -3,14 +3,17 @@ import Synchronization
 
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
 #endif
 
-/// The one libevent loop, run on its own thread (STYLE §3). Other threads never touch libevent: they
-/// `post` closures, which the loop picks up through an eventfd wakeup and runs in order.
+/// The one libevent loop, run on its own thread. Other threads never touch libevent: they `post` closures,
+/// which the loop picks up through its wake-up channel (`WakeChannel`: an eventfd on Linux, a pipe elsewhere)
+/// and runs in order.
 final class EventLoop: @unchecked Sendable {
     /// The libevent base. Only touched on the loop thread (creation happens before the thread starts).
     let base: OpaquePointer
-    private let wakeFD: Int32
+    private let wake: WakeChannel
     private var wakeEvent: OpaquePointer?
     private let queue = Mutex<[@Sendable () -> Void]>([])
     private let finished = Mutex<[CheckedContinuation<Void, Never>]?>([])
@@ -27,16 +30,17 @@ final class EventLoop: @unchecked Sendable {
         guard let base = event_base_new_with_config(config) else { throw .libevent("event_base_new_with_config") }
         self.base = base
         event_base_priority_init(base, LoopPriority.count)
-        wakeFD = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
-        guard wakeFD >= 0 else {
+        do {
+            wake = try WakeChannel()
+        } catch {
             event_base_free(base)
-            throw .system(call: "eventfd", errno: errno)
+            throw error
         }
         let context = Unmanaged.passUnretained(self).toOpaque()
-        wakeEvent = event_new(base, wakeFD, Int16(EV_READ | EV_PERSIST), { fd, _, context in
-            var counter: UInt64 = 0
-            _ = read(fd, &counter, 8)
-            Unmanaged<EventLoop>.fromOpaque(context!).takeUnretainedValue().drainQueue()
+        wakeEvent = event_new(base, wake.readFD, Int16(EV_READ | EV_PERSIST), { _, _, context in
+            let loop = Unmanaged<EventLoop>.fromOpaque(context!).takeUnretainedValue()
+            loop.wake.drain()
+            loop.drainQueue()
         }, context)
         event_add(wakeEvent, nil)
     }
@@ -44,7 +48,7 @@ final class EventLoop: @unchecked Sendable {
     deinit {
         if let wakeEvent { event_free(wakeEvent) }
         event_base_free(base)
-        close(wakeFD)
+        wake.close()
     }
 
     /// Starts the loop thread. Returns at once.
@@ -76,8 +80,7 @@ final class EventLoop: @unchecked Sendable {
     /// Runs `work` on the loop thread, soon. Safe from any thread.
     func post(_ work: @escaping @Sendable () -> Void) {
         queue.withLock { $0.append(work) }
-        var one: UInt64 = 1
-        _ = write(wakeFD, &one, 8)
+        wake.signal()
     }
 
     /// Runs `work` on the loop thread and returns its result.

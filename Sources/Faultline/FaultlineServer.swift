@@ -125,18 +125,19 @@ public final class FaultlineServer: Sendable {
         await loop.submit { [core] in core.reloadOnHangup() }
     }
 
-    /// Watches `Configuration.scenarioPaths` (inotify, from the loop) and reloads about 50 ms after a scenario
-    /// file is written, renamed into place, or removed. Throws when the files cannot be watched.
-    public func watchScenarioFiles() async throws(ServerError) {
-        let result: Result<Void, ServerError> = await loop.submit { [core] in
+    /// Watches `Configuration.scenarioPaths` and reloads about 50 ms after a scenario file is written, renamed
+    /// into place, or removed (inotify on Linux; elsewhere, or with `FAULTLINE_PORTABLE=1`, polling every 200 ms).
+    /// Returns how it watches: "inotify" or "polling". Throws when the files cannot be watched.
+    @discardableResult
+    public func watchScenarioFiles() async throws(ServerError) -> String {
+        let result: Result<String, ServerError> = await loop.submit { [core] in
             do throws(ServerError) {
-                try core.watchScenarioFiles()
-                return .success(())
+                return .success(try core.watchScenarioFiles())
             } catch {
                 return .failure(error)
             }
         }
-        try result.get()
+        return try result.get()
     }
 
     /// Rewinds every script and reseeds randomness; the scenarios stay loaded.

@@ -2,6 +2,8 @@ import FaultlineCore
 
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
 #endif
 
 /// `serve --journal F`: every journal entry appended to F as one line of JSON (NDJSON, the entry exactly as
@@ -27,7 +29,7 @@ final class JournalFile {
     }
 
     deinit {
-        if fd >= 0 { _ = Glibc.close(fd) }
+        if fd >= 0 { Posix.close(fd) }
     }
 
     /// A new journal entry (as the journal stored it, sequence assigned and body capped).
@@ -57,7 +59,7 @@ final class JournalFile {
         guard fd >= 0 else { return }
         for sequence in pending.keys.sorted() { write(pending[sequence]!) }
         pending = [:]
-        _ = Glibc.close(fd)
+        Posix.close(fd)
         fd = -1
     }
 
@@ -70,14 +72,14 @@ final class JournalFile {
         line.append(0x0A)
         var offset = 0
         while offset < line.count {
-            let written = line.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
+            let written = line.withUnsafeBytes { Posix.write(fd, $0.baseAddress! + offset, $0.count - offset) }
             if written < 0 {
                 let code = errno
                 if code == EINTR { continue }
                 // Disk full or the like: say so once and keep serving; the admin API still has the journal.
                 failed = true
                 let message = "faultline: cannot write journal file \(path): \(String(cString: strerror(code)))\n"
-                _ = message.withCString { Glibc.write(2, $0, strlen($0)) }
+                _ = message.withCString { Posix.write(2, $0, strlen($0)) }
                 return
             }
             offset += written

@@ -1,24 +1,27 @@
-import CLibevent
-
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
 #endif
 
-/// `serve --watch`: inotify on the folders that hold the scenario files, read from the loop like any socket.
+/// `serve --watch`: notices when a scenario file is saved, renamed or removed, and reloads once the burst of
+/// changes has settled. Two ways to notice, one per platform concern (docs/PORTABILITY.md): inotify on Linux
+/// (`InotifyWatch`, read from the loop like any socket) and, everywhere, polling the watched folders
+/// (`PollingWatch`; `FAULTLINE_PORTABLE=1` forces it, and the reload tests run with both).
 ///
 /// Folders are watched rather than files, because editors save by writing a new file and renaming it over the
-/// old one, which would leave a watch on the old file's inode looking at nothing. For a scenario folder every
-/// `*.json` in it counts (as `ScenarioLoader` reads them: not hidden, not `*.schema.json`); for a file given by
-/// name, only that name in its folder. A write counts when the writer closes the file (`IN_CLOSE_WRITE`), never
-/// half-way through, and a burst of events (save, rename, a backup file removed) becomes one reload
-/// `settleMilliseconds` after the last of them — at most `maxDelayMilliseconds` after the first.
+/// old one. For a scenario folder every `*.json` in it counts (as `ScenarioLoader` reads them: not hidden, not
+/// `*.schema.json`); for a file given by name, only that name in its folder. A burst of events (save, rename, a
+/// backup file removed) becomes one reload `settleMilliseconds` after the last of them — at most
+/// `maxDelayMilliseconds` after the first.
 final class ScenarioWatcher {
     static let settleMilliseconds = 50
     static let maxDelayMilliseconds = 500
-    private static let mask = UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE)
+    /// How often the portable watcher looks.
+    static let pollMilliseconds = 200
 
     /// What a watched folder cares about: every scenario file, or only the named ones.
-    private struct Interest {
+    struct Interest {
         var allScenarioFiles = false
         var names: Set<String> = []
 
@@ -29,41 +32,44 @@ final class ScenarioWatcher {
     }
 
     private let loop: EventLoop
-    private let fd: Int32
-    private var event: OpaquePointer?
-    private var interests: [Int32: Interest] = [:]
     private let reload: () -> Void
     private var settleTimer: LoopTimer?
     private var firstPendingAt: UInt64?
+    private var stopSource: (() -> Void)?
+    /// Which way it watches, for the log and the tests: "inotify" or "polling".
+    private(set) var mechanism = "polling"
 
     /// Starts watching; `reload` runs on the loop thread once a burst of changes has settled.
     init(loop: EventLoop, paths: [String], reload: @escaping () -> Void) throws(ServerError) {
         self.loop = loop
         self.reload = reload
-        fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
-        guard fd >= 0 else { throw .system(call: "inotify_init1", errno: errno) }
+        // A folder named twice (a folder and a file in it) has one interest: merged.
+        var folders: [String: Interest] = [:]
+        var order: [String] = []
         for path in paths {
             var status = stat()
             let isFolder = stat(path, &status) == 0 && (status.st_mode & S_IFMT) == S_IFDIR
             let (folder, name) = isFolder ? (path, "") : Self.split(path)
-            let descriptor = inotify_add_watch(fd, folder, Self.mask)
-            guard descriptor >= 0 else {
-                let code = errno
-                close(fd)
-                throw .system(call: "inotify_add_watch \(folder)", errno: code)
-            }
-            // A folder named twice ("scenarios", "./scenarios", a file's parent) has one watch: merge the interests.
+            if folders[folder] == nil { order.append(folder) }
             if isFolder {
-                interests[descriptor, default: Interest()].allScenarioFiles = true
+                folders[folder, default: Interest()].allScenarioFiles = true
             } else {
-                interests[descriptor, default: Interest()].names.insert(name)
+                folders[folder, default: Interest()].names.insert(name)
             }
         }
-        let context = Unmanaged.passUnretained(self).toOpaque()
-        event = event_new(loop.base, fd, Int16(EV_READ | EV_PERSIST), { _, _, context in
-            Unmanaged<ScenarioWatcher>.fromOpaque(context!).takeUnretainedValue().readEvents()
-        }, context)
-        event_add(event, nil)
+        let watched = order.map { ($0, folders[$0]!) }
+        #if os(Linux)
+        if Platform.linuxFastPaths {
+            let watch = try InotifyWatch(loop: loop, folders: watched) { [unowned self] in scheduleReload() }
+            stopSource = { watch.stop() }
+            mechanism = "inotify"
+            return
+        }
+        #endif
+        let watch = PollingWatch(loop: loop, folders: watched, intervalMilliseconds: Self.pollMilliseconds) {
+            [unowned self] in scheduleReload()
+        }
+        stopSource = { watch.stop() }
     }
 
     /// The folder and file name of `path` (`.` for a bare name).
@@ -71,32 +77,6 @@ final class ScenarioWatcher {
         guard let slash = path.lastIndex(of: "/") else { return (".", path) }
         let folder = String(path[..<slash])
         return (folder.isEmpty ? "/" : folder, String(path[path.index(after: slash)...]))
-    }
-
-    private func readEvents() {
-        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
-        var relevant = false
-        while true {
-            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            guard count > 0 else { break }
-            var offset = 0
-            let headerSize = MemoryLayout<inotify_event>.size
-            while offset + headerSize <= count {
-                let (descriptor, mask, nameLength) = buffer.withUnsafeBytes { raw in
-                    let header = raw.loadUnaligned(fromByteOffset: offset, as: inotify_event.self)
-                    return (header.wd, header.mask, Int(header.len))
-                }
-                let nameBytes = buffer[(offset + headerSize)..<min(count, offset + headerSize + nameLength)]
-                let name = String(decoding: nameBytes.prefix(while: { $0 != 0 }), as: UTF8.self)
-                offset += headerSize + nameLength
-                if mask & UInt32(IN_Q_OVERFLOW) != 0 {
-                    relevant = true  // events were lost: reload to be sure
-                } else if let interest = interests[descriptor], interest.covers(name) {
-                    relevant = true
-                }
-            }
-        }
-        if relevant { scheduleReload() }
     }
 
     private func scheduleReload() {
@@ -116,13 +96,79 @@ final class ScenarioWatcher {
     func stop() {
         settleTimer?.cancel()
         settleTimer = nil
-        if let event {
-            event_del(event)
-            event_free(event)
-            self.event = nil
-            close(fd)
-        }
+        stopSource?()
+        stopSource = nil
     }
 
     deinit { stop() }
+}
+
+/// The portable watcher: every `intervalMilliseconds`, the watched folders are listed and each file of interest
+/// stat'ed; a file that appeared, went, or changed size, inode or modification time is a change.
+final class PollingWatch {
+    private struct Signature: Equatable {
+        var size: Int64
+        var inode: UInt64
+        var modifiedSeconds: Int
+        var modifiedNanoseconds: Int
+    }
+
+    private let loop: EventLoop
+    private let folders: [(String, ScenarioWatcher.Interest)]
+    private let interval: Int
+    private let changed: () -> Void
+    private var last: [String: Signature] = [:]
+    private var timer: LoopTimer?
+
+    init(loop: EventLoop, folders: [(String, ScenarioWatcher.Interest)], intervalMilliseconds: Int,
+         changed: @escaping () -> Void) {
+        self.loop = loop
+        self.folders = folders
+        interval = intervalMilliseconds
+        self.changed = changed
+        last = snapshot()
+        arm()
+    }
+
+    private func arm() {
+        timer = LoopTimer(loop: loop, milliseconds: interval) { [unowned self] in
+            let now = snapshot()
+            if now != last {
+                last = now
+                changed()
+            }
+            arm()
+        }
+    }
+
+    private func snapshot() -> [String: Signature] {
+        var files: [String: Signature] = [:]
+        for (folder, interest) in folders {
+            guard let directory = opendir(folder) else { continue }
+            defer { closedir(directory) }
+            while let entry = readdir(directory) {
+                let name = withUnsafePointer(to: entry.pointee.d_name) {
+                    $0.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { String(cString: $0) }
+                }
+                guard interest.covers(name) else { continue }
+                let path = folder + "/" + name
+                var status = stat()
+                guard stat(path, &status) == 0 else { continue }
+                #if os(Linux)
+                let modified = status.st_mtim
+                #else
+                let modified = status.st_mtimespec
+                #endif
+                files[path] = Signature(
+                    size: Int64(status.st_size), inode: UInt64(status.st_ino), modifiedSeconds: Int(modified.tv_sec),
+                    modifiedNanoseconds: Int(modified.tv_nsec))
+            }
+        }
+        return files
+    }
+
+    func stop() {
+        timer?.cancel()
+        timer = nil
+    }
 }

@@ -3,6 +3,8 @@ import FaultlineCore
 
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
 #endif
 
 /// Everything the running server owns, confined to the loop thread: the listener, the connections, the
@@ -271,11 +273,13 @@ final class ServerCore: @unchecked Sendable {
     /// `serve --watch`: reload when a scenario file changes.
     var watcher: ScenarioWatcher?
 
-    func watchScenarioFiles() throws(ServerError) {
-        guard watcher == nil else { return }
-        watcher = try ScenarioWatcher(loop: loop, paths: configuration.scenarioPaths) { [unowned self] in
+    func watchScenarioFiles() throws(ServerError) -> String {
+        if let watcher { return watcher.mechanism }
+        let watcher = try ScenarioWatcher(loop: loop, paths: configuration.scenarioPaths) { [unowned self] in
             reloadScenarioFiles(trigger: .watch)
         }
+        self.watcher = watcher
+        return watcher.mechanism
     }
 
     func resetScenarios() {

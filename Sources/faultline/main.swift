@@ -7,6 +7,8 @@ import FoundationNetworking
 
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
 #endif
 
 // The CLI is thin: parse, then call the library. Exit codes: 0 ok, 1 invalid scenarios (or a failed verdict,
@@ -135,7 +137,8 @@ case .serve(let options):
     await server.reloadOnHangup()
     if options.watch {
         do {
-            try await server.watchScenarioFiles()
+            let mechanism = try await server.watchScenarioFiles()
+            FileHandle.standardError.write(Data("faultline: watching the scenario files (\(mechanism))\n".utf8))
         } catch {
             fail("cannot watch the scenario files: \(error)", code: 2)
         }

@@ -5,6 +5,8 @@ import Testing
 
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
 #endif
 
 /// Faults as the wire shows them to a raw socket: RST versus FIN, half-close, hang release, connection

@@ -5,6 +5,8 @@ import Testing
 
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
 #endif
 
 /// HTTP/1.1 behaviour over real loopback sockets: keep-alive, pipelining, HTTP/1.0, 100-continue,

@@ -57,11 +57,12 @@ def _query_value(value):
 class FaultlineProcess:
     """A running `faultline serve` and helpers for its admin API."""
 
-    def __init__(self, args, stderr_path):
+    def __init__(self, args, stderr_path, env=None):
         self.args = args
         self.stderr_path = stderr_path
         self._stderr_file = open(stderr_path, "wb")
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._stderr_file, stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._stderr_file, stdin=subprocess.DEVNULL,
+                                     env=None if env is None else {**os.environ, **env})
         self._lines = queue.Queue()
         # A reader thread drains stdout so the server can never block on a full pipe; the first line is
         # taken from the queue with a deadline.
@@ -172,12 +173,12 @@ def start_faultline(tmp_path):
     """
     started = []
 
-    def start(*paths, args=()):
+    def start(*paths, args=(), env=None):
         index = len(started)
         port_file = tmp_path / f"faultline-{index}.port"
         command = [faultline_binary(), "serve", *[str(p) for p in (paths or [SCENARIOS_DIR])],
                    "--port", "0", "--port-file", str(port_file), *[str(a) for a in args]]
-        server = FaultlineProcess(command, tmp_path / f"faultline-{index}.stderr")
+        server = FaultlineProcess(command, tmp_path / f"faultline-{index}.stderr", env)
         started.append(server)
         server.wait_listening()
         assert port_file.read_text().strip() == str(server.port), "the port file names the port on stdout"

@@ -7,6 +7,19 @@ import time
 import pytest
 
 
+@pytest.fixture(params=["linux-fast-paths", "portable"])
+def start_faultline(request, start_faultline):
+    """Every test here runs twice: with the Linux fast paths, and with FAULTLINE_PORTABLE=1, which forces the
+    portable path of every platform concern (the code a Mac runs; docs/PORTABILITY.md)."""
+    env = {"FAULTLINE_PORTABLE": "1"} if request.param == "portable" else {"FAULTLINE_PORTABLE": "0"}
+
+    def start(*paths, args=()):
+        return start_faultline(*paths, args=args, env=env)
+
+    start.portable = request.param == "portable"
+    return start
+
+
 @pytest.fixture
 def delayed(start_faultline, write_scenario):
     path = write_scenario({

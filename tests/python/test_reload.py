@@ -11,7 +11,21 @@ import signal
 import socket
 import time
 
+import pytest
 import requests
+
+
+@pytest.fixture(params=["linux-fast-paths", "portable"])
+def start_faultline(request, start_faultline):
+    """Every test here runs twice: with the Linux fast paths, and with FAULTLINE_PORTABLE=1, which forces the
+    portable path of every platform concern (the code a Mac runs; docs/PORTABILITY.md)."""
+    env = {"FAULTLINE_PORTABLE": "1"} if request.param == "portable" else {"FAULTLINE_PORTABLE": "0"}
+
+    def start(*paths, args=()):
+        return start_faultline(*paths, args=args, env=env)
+
+    start.portable = request.param == "portable"
+    return start
 
 DEADLINE_S = 5.0
 
@@ -68,6 +82,8 @@ def test_watch_applies_an_edit_within_a_second(start_faultline, tmp_path):
     write_in_place(file, scenario("v1"))
     server = start_faultline(folder, args=["--watch", "--quiet"])
     assert get(server, "/greeting").json() == {"say": "v1"}
+    mechanism = "polling" if start_faultline.portable else "inotify"
+    assert stderr_lines_with(server, f"watching the scenario files ({mechanism})")
 
     started = time.monotonic()
     write_in_place(file, scenario("v2"))

@@ -2,6 +2,8 @@ import Foundation
 
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
 #endif
 
 /// A blocking TCP client for tests that need byte-exact control: pipelining, malformed requests,
@@ -14,8 +16,16 @@ final class RawClient {
     }
 
     init(port: Int, host: String = "127.0.0.1") throws {
+        #if os(Linux)
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+        fd = socket(AF_INET, SOCK_STREAM, 0)
+        #endif
         guard fd >= 0 else { throw Failure(description: "socket: \(errno)") }
+        #if !os(Linux)
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
+        #endif
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -42,7 +52,7 @@ final class RawClient {
     func send(_ bytes: [UInt8]) throws {
         var offset = 0
         while offset < bytes.count {
-            let n = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            let n = bytes[offset...].withUnsafeBytes { systemSend(fd, $0.baseAddress, $0.count) }
             guard n > 0 else { throw Failure(description: "send failed: errno \(errno)") }
             offset += n
         }
@@ -127,4 +137,13 @@ struct RawResponse {
         }
         return responses
     }
+}
+
+/// `send(2)` without SIGPIPE, by a name that `RawClient.send` does not shadow.
+private func systemSend(_ fd: Int32, _ bytes: UnsafeRawPointer?, _ count: Int) -> Int {
+    #if os(Linux)
+    return Glibc.send(fd, bytes, count, Int32(MSG_NOSIGNAL))
+    #else
+    return Darwin.send(fd, bytes, count, 0)
+    #endif
 }
