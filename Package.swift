@@ -33,7 +33,10 @@ let package = Package(
         // Example URLSession clients, a careful one and a naive one, judged by the tests against the bundled scenarios.
         .target(name: "ExampleClients", path: "Examples/ExampleClients"),
         .testTarget(name: "FaultlineCoreTests", dependencies: ["FaultlineCore"]),
-        .testTarget(name: "FaultlineTests", dependencies: ["Faultline", "FaultlineCore", "ExampleClients"]),
+        // `scenarios` there links to the bundled scenarios/, so the README's sample finds them next to its source file.
+        .testTarget(
+            name: "FaultlineTests", dependencies: ["Faultline", "FaultlineCore", "ExampleClients"],
+            exclude: ["scenarios"]),
     ],
     swiftLanguageModes: [.v6]
 )

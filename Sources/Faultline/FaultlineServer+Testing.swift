@@ -21,6 +21,50 @@ extension FaultlineServer {
         try self.init(configuration: configuration)
     }
 
+    /// Runs `body` with a server on 127.0.0.1, port 0, serving the scenario files or folders at `paths`, and
+    /// always awaits the server's shutdown, whether `body` returns or throws. Relative paths are resolved against
+    /// the folder of the source file that calls (`#filePath`), not the working directory, which under Xcode is
+    /// not the package root:
+    ///
+    ///     try await FaultlineServer.with(scenarioFiles: ["scenarios/orders.json"]) { server in … }
+    public static func with<Result>(
+        scenarioFiles paths: [String], relativeTo sourceFile: String = #filePath,
+        isolation: isolated (any Actor)? = #isolation,
+        _ body: (FaultlineServer) async throws -> Result
+    ) async throws -> Result {
+        let server = try FaultlineServer(scenarioPaths: paths.map { resolve($0, relativeTo: sourceFile) })
+        return try await server.scoped(body)
+    }
+
+    /// Runs `body` with a server started from `configuration` and always awaits its shutdown.
+    public static func with<Result>(
+        configuration: Configuration, isolation: isolated (any Actor)? = #isolation,
+        _ body: (FaultlineServer) async throws -> Result
+    ) async throws -> Result {
+        let server = try FaultlineServer(configuration: configuration)
+        return try await server.scoped(body)
+    }
+
+    private func scoped<Result>(
+        isolation: isolated (any Actor)? = #isolation, _ body: (FaultlineServer) async throws -> Result
+    ) async throws -> Result {
+        let result: Result
+        do {
+            result = try await body(self)
+        } catch {
+            await stop()
+            throw error
+        }
+        await stop()
+        return result
+    }
+
+    /// `path` as it is when absolute, else against the folder of `sourceFile`.
+    package static func resolve(_ path: String, relativeTo sourceFile: String) -> String {
+        guard !path.hasPrefix("/"), let slash = sourceFile.lastIndex(of: "/") else { return path }
+        return String(sourceFile[..<slash]) + "/" + path
+    }
+
     /// Returns as soon as `count` journal entries match `filter` (with `completed: true` in the filter, once
     /// their exchanges have ended), or throws `WaitTimeout` after `timeout`. No polling: the loop answers
     /// when the journal changes.

@@ -90,3 +90,38 @@ import FoundationNetworking
         _ = try await curl.value
     }
 }
+
+/// The scoped form: the server always stops, whether the body returns or throws, and scenario files are found
+/// next to the test's source file, not in the working directory.
+@Suite struct ScopedServerTests {
+    struct Boom: Error {}
+
+    static func refusesConnections(_ port: Int) -> Bool {
+        (try? RawClient(port: port)) == nil
+    }
+
+    @Test func theServerStopsWhenTheBodyReturns() async throws {
+        let port = try await FaultlineServer.with(scenarioFiles: ["../../scenarios/flaky-catalogue.json"]) { server in
+            let (_, response) = try await URLSession.shared.data(from: server.baseURL.appendingPathComponent("health"))
+            #expect((response as? HTTPURLResponse) != nil)
+            return server.port
+        }
+        #expect(Self.refusesConnections(port), "stopped before with(…) returned")
+    }
+
+    @Test func theServerStopsWhenTheBodyThrows() async throws {
+        var port = 0
+        await #expect(throws: Boom.self) {
+            try await FaultlineServer.with(scenarioFiles: ["../../scenarios"]) { server in
+                port = server.port
+                throw Boom()
+            }
+        }
+        #expect(port > 0 && Self.refusesConnections(port))
+    }
+
+    @Test func relativePathsAreResolvedAgainstTheCallingSourceFile() {
+        #expect(FaultlineServer.resolve("s.json", relativeTo: "/a/b/T.swift") == "/a/b/s.json")
+        #expect(FaultlineServer.resolve("/abs/s.json", relativeTo: "/a/b/T.swift") == "/abs/s.json")
+    }
+}
