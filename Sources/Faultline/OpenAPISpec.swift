@@ -694,22 +694,30 @@ enum OpenAPISpec {
       },
       "Report": {
         "type": "object",
-        "required": ["passed", "judged", "requests", "verdicts"],
+        "required": ["passed", "outcome", "judged", "inconclusive", "requests", "verdicts"],
         "properties": {
-          "passed": { "type": "boolean", "description": "Whether every verdict passed (true when there are none)." },
+          "passed": { "type": "boolean", "description": "Whether no verdict failed (true when there are none); inconclusive verdicts do not fail the report." },
+          "outcome": { "$ref": "#/components/schemas/VerdictOutcome", "description": "fail if a verdict failed, else inconclusive if one was inconclusive, else pass." },
           "judged": { "$ref": "#/components/schemas/NonNegativeInteger", "description": "How many verdicts there are." },
+          "inconclusive": { "$ref": "#/components/schemas/NonNegativeInteger", "description": "How many verdicts had too few samples to judge." },
           "requests": { "$ref": "#/components/schemas/NonNegativeInteger", "description": "Well-formed journal entries the verdicts were drawn from." },
           "verdicts": { "type": "array", "items": { "$ref": "#/components/schemas/Verdict" } }
         },
         "additionalProperties": false
       },
+      "VerdictOutcome": {
+        "type": "string",
+        "enum": ["pass", "fail", "inconclusive"],
+        "description": "inconclusive: too few samples to judge (the backoff rule); such a verdict has passed: true."
+      },
       "Verdict": {
         "type": "object",
-        "required": ["scenario", "rule", "passed", "explanation", "evidence"],
+        "required": ["scenario", "rule", "passed", "outcome", "explanation", "evidence"],
         "properties": {
           "scenario": { "type": "string" },
           "rule": { "type": "string", "enum": ["honorsRetryAfter", "singleFlightRefresh", "maxRefreshes", "noDuplicateSideEffects", "retriesOnlyReplayable", "maxAttempts", "backoff", "noRetryOn4xx"] },
-          "passed": { "type": "boolean" },
+          "passed": { "type": "boolean", "description": "False exactly when outcome is fail." },
+          "outcome": { "$ref": "#/components/schemas/VerdictOutcome" },
           "explanation": { "type": "string" },
           "evidence": { "type": "array", "items": { "type": "integer" }, "description": "Sequence numbers of the journal entries that show it." }
         },
