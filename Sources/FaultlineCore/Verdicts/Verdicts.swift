@@ -215,7 +215,7 @@ public enum Verdicts {
     }
 
     /// The `p` quantile of sorted values, linearly interpolated between ranks.
-    static func quantile(_ sorted: [Double], _ p: Double) -> Double {
+    private static func quantile(_ sorted: [Double], _ p: Double) -> Double {
         let rank = p * Double(sorted.count - 1)
         let low = Int(rank.rounded(.down)), high = Int(rank.rounded(.up))
         return sorted[low] + (sorted[high] - sorted[low]) * (rank - Double(low))
@@ -225,7 +225,7 @@ public enum Verdicts {
     /// is often shorter than its first. The n-th retry's waits of all logical requests are one sample; its
     /// envelope (the mean of the slower half) must grow with n, and with `jitter` the waits of one sample must
     /// be spread. Too few samples to tell is inconclusive, not a failure.
-    static func backoff(_ groups: [[JournalEntry]], jitter: Bool) -> Verdict {
+    private static func backoff(_ groups: [[JournalEntry]], jitter: Bool) -> Verdict {
         let retried = groups.filter { $0.count >= 2 }
         // waits[n]: the waits before retry n + 1, one per logical request that got that far.
         var waits: [[Double]] = []
