@@ -104,7 +104,7 @@ public final class CarefulClient: Sendable {
         }
     }
 
-    /// Exponential backoff with full jitter: uniform in [base·2^(n−1)/2, base·2^(n−1)].
+    /// Exponential backoff with equal jitter: uniform in [base·2^(n−1)/2, base·2^(n−1)].
     func backoff(_ attempt: Int) -> Double {
         let ceiling = baseDelay * pow(2, Double(attempt - 1))
         return ceiling / 2 + random.unit() * ceiling / 2

@@ -110,9 +110,19 @@ public struct Report: Sendable, CustomStringConvertible {
         public var passed: Bool
         public var explanation: String
         public var evidence: [Int]
+        /// `.inconclusive` when there were too few samples to judge (then `passed` is true).
+        public var outcome: Outcome = .pass
     }
 
+    /// A verdict's (or the report's) state: `passed` is false exactly when it is `.fail`.
+    public enum Outcome: String, Sendable {
+        case pass, fail, inconclusive
+    }
+
+    /// True unless a verdict failed; inconclusive verdicts do not fail the report.
     public var passed: Bool
+    /// `.fail` if a verdict failed, else `.inconclusive` if one was inconclusive, else `.pass`.
+    public var outcome: Outcome
     public var verdicts: [Entry]
     /// The report as the admin API sends it.
     public var json: JSONValue
@@ -120,6 +130,11 @@ public struct Report: Sendable, CustomStringConvertible {
     init(_ json: JSONValue) {
         self.json = json
         if case .bool(let flag)? = json["passed"] { passed = flag } else { passed = false }
+        func state(_ value: JSONValue?, passed: Bool) -> Outcome {
+            if case .string(let text)? = value, let outcome = Outcome(rawValue: text) { return outcome }
+            return passed ? .pass : .fail
+        }
+        outcome = state(json["outcome"], passed: passed)
         var entries: [Entry] = []
         if case .array(let items)? = json["verdicts"] {
             for item in items {
@@ -131,7 +146,8 @@ public struct Report: Sendable, CustomStringConvertible {
                 let ok: Bool
                 if case .bool(let flag)? = item["passed"] { ok = flag } else { ok = false }
                 entries.append(Entry(scenario: text("scenario"), rule: text("rule"), passed: ok,
-                                     explanation: text("explanation"), evidence: evidence))
+                                     explanation: text("explanation"), evidence: evidence,
+                                     outcome: state(item["outcome"], passed: ok)))
             }
         }
         verdicts = entries
@@ -140,8 +156,11 @@ public struct Report: Sendable, CustomStringConvertible {
     /// The rules that failed.
     public var failed: [Entry] { verdicts.filter { !$0.passed } }
 
+    /// The rules there were too few samples to judge.
+    public var inconclusive: [Entry] { verdicts.filter { $0.outcome == .inconclusive } }
+
     public var description: String {
-        verdicts.map { "\($0.passed ? "PASS" : "FAIL") \($0.scenario)/\($0.rule): \($0.explanation)" }
+        verdicts.map { "\($0.outcome == .inconclusive ? "INCONCLUSIVE" : $0.passed ? "PASS" : "FAIL") \($0.scenario)/\($0.rule): \($0.explanation)" }
             .joined(separator: "\n")
     }
 }

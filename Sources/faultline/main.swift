@@ -60,14 +60,18 @@ case .verify(let url):
     let verdicts = report["verdicts"] as? [[String: Any]] ?? []
     for verdict in verdicts {
         let passed = verdict["passed"] as? Bool ?? false
+        let label = verdict["outcome"] as? String == "inconclusive" ? "INCONCLUSIVE" : passed ? "PASS" : "FAIL"
         let rule = verdict["rule"] as? String ?? "?"
         let scenario = verdict["scenario"] as? String ?? ""
         let explanation = verdict["explanation"] as? String ?? ""
         let evidence = (verdict["evidence"] as? [Int] ?? []).map { "#\($0)" }.joined(separator: " ")
-        print("\(passed ? "PASS" : "FAIL")  \(scenario)/\(rule): \(explanation)" + (passed || evidence.isEmpty ? "" : "  [\(evidence)]"))
+        print("\(label)  \(scenario)/\(rule): \(explanation)" + (passed || evidence.isEmpty ? "" : "  [\(evidence)]"))
     }
     let failed = verdicts.filter { ($0["passed"] as? Bool) != true }.count
-    print("\(verdicts.count - failed) of \(verdicts.count) verdicts passed")
+    // An inconclusive verdict (too few samples) is counted as passed, named, and does not fail the run.
+    let inconclusive = verdicts.filter { $0["outcome"] as? String == "inconclusive" }.count
+    print("\(verdicts.count - failed) of \(verdicts.count) verdicts passed"
+          + (inconclusive > 0 ? " (\(inconclusive) inconclusive)" : ""))
     exit(failed == 0 ? 0 : 1)
 case .export(let options):
     var base = options.url

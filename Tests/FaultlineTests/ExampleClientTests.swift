@@ -74,6 +74,47 @@ import Testing
         #expect(explanations["honorsRetryAfter"]?.contains("after #1, whose Retry-After asked for 60000 ms") == true)
     }
 
+    /// Every report answers 503 three times (no Retry-After), then 200: each GET is a logical request retried
+    /// three times, so the backoff rule sees 60 samples at each of retries 1–3.
+    static let busyReports = #"""
+        {"name": "busy-reports", "expect": {"backoff": {"jitter": true}, "maxAttempts": 4},
+         "routes": [{"id": "report", "match": {"method": "GET", "path": "/reports/{id}"}, "sequenceBy": "path:id",
+                     "responses": [{"status": 503, "json": {"error": "busy"}, "times": 3}, {"json": {"id": "{{path.id}}"}}]}]}
+        """#
+
+    /// The outcome of one rule in the report.
+    static func outcome(_ server: FaultlineServer, _ rule: String) throws -> (outcome: String?, explanation: String?) {
+        let verdicts = try TestSupport.admin(server, "report")["verdicts"] as? [[String: Any]] ?? []
+        let verdict = verdicts.first { $0["rule"] as? String == rule }
+        return (verdict?["outcome"] as? String, verdict?["explanation"] as? String)
+    }
+
+    @Test func carefulClientBacksOffWithJitterAcross60Requests() async throws {
+        let server = try TestSupport.server([Self.busyReports])
+        defer { Task { await server.stop() } }
+        let client = CarefulClient(baseURL: server.baseURL)
+        // Six at a time (URLSession's connections per host), so queueing does not blur the client's own waits.
+        for batch in stride(from: 0, to: 60, by: 6) {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for i in batch..<batch + 6 { group.addTask { _ = try await client.get("reports/\(i)") } }
+                try await group.waitForAll()
+            }
+        }
+        let (failed, _) = try Self.verdicts(server)
+        let backoff = try Self.outcome(server, "backoff")
+        #expect(failed.isEmpty && backoff.outcome == "pass", "\(backoff)")
+    }
+
+    @Test func naiveClientDoesNotBackOff() async throws {
+        let server = try TestSupport.server([Self.busyReports])
+        defer { Task { await server.stop() } }
+        let naive = NaiveClient(baseURL: server.baseURL)
+        for i in 0..<10 { await naive.send("GET", "reports/\(i)") }
+        let backoff = try Self.outcome(server, "backoff")
+        #expect(backoff.outcome == "fail", "\(backoff)")
+        #expect(backoff.explanation?.hasPrefix("the intervals do not grow") == true)
+    }
+
     @Test func concurrent401sShareOneRefreshOnlyInTheCarefulClient() async throws {
         let careful = try Self.server("token-refresh.json")
         defer { Task { await careful.stop() } }

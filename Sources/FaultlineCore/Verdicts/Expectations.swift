@@ -13,9 +13,10 @@ public struct Expectations: Sendable, Equatable {
     public var retriesOnlyReplayable = false
     /// At most this many attempts of one logical request.
     public var maxAttempts: Int?
-    /// Intervals between attempts of one logical request grow.
+    /// The waits before the n-th retry grow with n, judged across logical requests (`Verdicts.BackoffRule`);
+    /// inconclusive with too few logical requests retried twice or more.
     public var backoff = false
-    /// With `backoff`: the intervals carry jitter (they are not an exact deterministic sequence).
+    /// With `backoff`: the waits before the same retry vary across logical requests (jitter).
     public var jitter = false
     /// A request answered 4xx (other than 408, 409, 425, 429) is not sent again.
     public var noRetryOn4xx = false

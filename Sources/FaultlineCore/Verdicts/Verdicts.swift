@@ -1,17 +1,35 @@
+import Foundation
+
 /// One judged rule: whether the client kept it, a sentence a developer understands without reading our code,
 /// and the journal sequence numbers that show it.
+///
+/// A rule judged on statistics (`backoff`) may be *inconclusive* when the journal holds too few samples to
+/// tell: then `passed` stays true (an inconclusive verdict does not fail the report) and `outcome` says so.
 package struct Verdict: Sendable, Equatable {
     package var rule: String
     package var passed: Bool
     package var explanation: String
     package var evidence: [Int]
+    /// Too few samples to judge; `passed` is true.
+    package var inconclusive = false
+
+    package var outcome: VerdictOutcome { inconclusive ? .inconclusive : passed ? .pass : .fail }
+
+    package static func inconclusive(rule: String, explanation: String, evidence: [Int]) -> Verdict {
+        Verdict(rule: rule, passed: true, explanation: explanation, evidence: evidence, inconclusive: true)
+    }
 
     package func json() -> JSONValue {
         .object([
-            ("rule", .string(rule)), ("passed", .bool(passed)), ("explanation", .string(explanation)),
-            ("evidence", .array(evidence.map(JSONValue.int))),
+            ("rule", .string(rule)), ("passed", .bool(passed)), ("outcome", .string(outcome.rawValue)),
+            ("explanation", .string(explanation)), ("evidence", .array(evidence.map(JSONValue.int))),
         ])
     }
+}
+
+/// A verdict's state in the report's `outcome` field. `passed` is false exactly for `.fail`.
+package enum VerdictOutcome: String, Sendable, Equatable {
+    case pass, fail, inconclusive
 }
 
 /// The facts the verdicts are drawn from, gathered by the engine. Pure data, so the rules are tested
@@ -182,43 +200,97 @@ package enum Verdicts {
         }
     }
 
+    /// The thresholds of the `backoff` rule (README, "Verdicts"). VerdictTests measures them on simulated
+    /// clients: full, equal and decorrelated jitter and plain exponential backoff pass, constant and immediate
+    /// retries fail, and plain exponential backoff fails `jitter`.
+    package enum BackoffRule {
+        /// A retry index is judged when at least this many logical requests waited before that retry.
+        package static let minimumSamples = 5
+        /// Envelopes below this count as this: scheduling noise on an immediate retry is not growth.
+        package static let floorMilliseconds = 20.0
+        /// The envelope must grow at least this much per retry (a log-linear fit over the judged indices).
+        package static let minimumGrowth = 1.15
+        /// With `jitter`: the interquartile range of the waits at one index, over their median, at least this.
+        package static let minimumSpread = 0.1
+    }
+
+    /// The `p` quantile of sorted values, linearly interpolated between ranks.
+    private static func quantile(_ sorted: [Double], _ p: Double) -> Double {
+        let rank = p * Double(sorted.count - 1)
+        let low = Int(rank.rounded(.down)), high = Int(rank.rounded(.up))
+        return sorted[low] + (sorted[high] - sorted[low]) * (rank - Double(low))
+    }
+
+    /// Backoff judged as statistics across logical requests, never within one: a jittered client's second wait
+    /// is often shorter than its first. The n-th retry's waits of all logical requests are one sample; its
+    /// envelope (the mean of the slower half) must grow with n, and with `jitter` the waits of one sample must
+    /// be spread. Too few samples to tell is inconclusive, not a failure.
     private static func backoff(_ groups: [[JournalEntry]], jitter: Bool) -> Verdict {
-        let retried = groups.filter { $0.count >= 3 }
+        let retried = groups.filter { $0.count >= 2 }
+        // waits[n]: the waits before retry n + 1, one per logical request that got that far.
+        var waits: [[Double]] = []
         for attempts in retried {
-            let intervals = gaps(attempts)
-            // Growth, with 10 % tolerance for scheduling noise.
-            for (index, pair) in zip(intervals, intervals.dropFirst()).enumerated() where pair.1 < pair.0 * 0.9 {
-                let a = attempts[index], b = attempts[index + 1], c = attempts[index + 2]
-                return Verdict(
-                    rule: "backoff", passed: false,
-                    explanation: "request #\(c.sequence) came \(Int(pair.1)) ms after #\(b.sequence), sooner than the "
-                        + "\(Int(pair.0)) ms between #\(a.sequence) and #\(b.sequence): the intervals do not grow",
-                    evidence: [a.sequence, b.sequence, c.sequence])
+            for (index, gap) in gaps(attempts).enumerated() {
+                if index == waits.count { waits.append([]) }
+                waits[index].append(gap)
             }
-            // Overall growth: the last interval at least 1.25 × the first (a constant pause is not backoff).
-            if let first = intervals.first, let last = intervals.last, last < first * 1.25 {
-                let a = attempts[0], b = attempts[1], y = attempts[attempts.count - 2], z = attempts[attempts.count - 1]
-                return Verdict(
-                    rule: "backoff", passed: false,
-                    explanation: "request #\(z.sequence) came \(Int(last)) ms after #\(y.sequence), and #\(b.sequence) came "
-                        + "\(Int(first)) ms after #\(a.sequence): the intervals do not grow (the last should be at least "
-                        + "1.25 × the first)",
-                    evidence: attempts.map(\.sequence))
-            }
+        }
+        let evidence = retried.flatMap { $0.map(\.sequence) }
+        let judged = Array(waits.prefix { $0.count >= BackoffRule.minimumSamples }.map { $0.sorted() })
+        let twice = waits.count > 1 ? waits[1].count : 0
+        guard judged.count >= 2 else {
+            return .inconclusive(
+                rule: "backoff",
+                explanation: "\(retried.count) logical request(s) retried, \(twice) of them twice or more: too few to "
+                    + "judge backoff (at least \(BackoffRule.minimumSamples) logical requests retried twice or more are needed)",
+                evidence: evidence)
+        }
+        let floor = BackoffRule.floorMilliseconds
+        let envelopes = judged.map { sorted in
+            let slower = sorted[(sorted.count / 2)...]
+            return slower.reduce(0, +) / Double(slower.count)
+        }
+        // Weighted least squares of log(envelope) against the retry index, weighted by the sample size.
+        let xs = judged.indices.map { Double($0 + 1) }
+        let ys = envelopes.map { log(max(floor, $0)) }
+        let ws = judged.map { Double($0.count) }
+        let total = ws.reduce(0, +)
+        let xMean = zip(ws, xs).map(*).reduce(0, +) / total
+        let yMean = zip(ws, ys).map(*).reduce(0, +) / total
+        var covariance = 0.0, variance = 0.0
+        for i in xs.indices {
+            covariance += ws[i] * (xs[i] - xMean) * (ys[i] - yMean)
+            variance += ws[i] * (xs[i] - xMean) * (xs[i] - xMean)
+        }
+        let growth = exp(covariance / variance)
+        let seen = judged.indices.map { "retry \($0 + 1): \(Int(envelopes[$0].rounded())) ms (\(judged[$0].count))" }
+            .joined(separator: ", ")
+        let growthText = "×\(String(format: "%.2f", growth)) per retry"
+        let summary = "the slower half of the waits before \(seen)"
+        guard growth >= BackoffRule.minimumGrowth else {
+            return Verdict(
+                rule: "backoff", passed: false,
+                explanation: "the intervals do not grow: \(summary) grows \(growthText), at least "
+                    + "×\(String(format: "%.2f", BackoffRule.minimumGrowth)) expected",
+                evidence: evidence)
         }
         if jitter {
-            // Without jitter every retried request repeats the same schedule: compare the first gaps.
-            let firstGaps = retried.compactMap { gaps($0).first }
-            if firstGaps.count >= 2, let low = firstGaps.min(), let high = firstGaps.max(), high - low < 1 {
+            let spreads = judged.map { (quantile($0, 0.75) - quantile($0, 0.25)) / max(floor, quantile($0, 0.5)) }
+            let spread = zip(spreads, ws).map(*).reduce(0, +) / total
+            if spread < BackoffRule.minimumSpread {
                 return Verdict(
                     rule: "backoff", passed: false,
-                    explanation: "\(firstGaps.count) retried requests all waited \(Int(low)) ms before their first "
-                        + "retry: no jitter",
-                    evidence: retried.flatMap { $0.prefix(2).map(\.sequence) })
+                    explanation: "no jitter: logical requests wait the same before the same retry (interquartile range "
+                        + "\(Int((spread * 100).rounded())) % of the median, at least "
+                        + "\(Int(BackoffRule.minimumSpread * 100)) % expected); \(summary)",
+                    evidence: evidence)
             }
         }
-        return Verdict(rule: "backoff", passed: true,
-                       explanation: "\(retried.count) retried request(s) with growing intervals", evidence: [])
+        return Verdict(
+            rule: "backoff", passed: true,
+            explanation: "\(retried.count) retried logical request(s): \(summary) grows \(growthText)"
+                + (jitter ? ", with jitter" : ""),
+            evidence: [])
     }
 
     private static func noRetryOn4xx(_ groups: [[JournalEntry]]) -> Verdict {
@@ -251,6 +323,7 @@ extension Engine {
             idempotencyHeaders: headers)
         var verdicts: [JSONValue] = []
         var passed = true
+        var inconclusive = 0
         for scenario in scenarios {
             guard let expect = scenario.expect else { continue }
             // Each scenario is judged on its own routes, its rate limits and (when it declares auth) token calls.
@@ -277,6 +350,7 @@ extension Engine {
             }
             for verdict in Verdicts.evaluate(expect, own) {
                 passed = passed && verdict.passed
+                if verdict.inconclusive { inconclusive += 1 }
                 var json = verdict.json()
                 if case .object(var members) = json {
                     members.insert(("scenario", .string(scenario.name)), at: 0)
@@ -285,9 +359,11 @@ extension Engine {
                 verdicts.append(json)
             }
         }
+        // `passed` stays "nothing failed"; `outcome` tells a pass from a report with inconclusive verdicts.
+        let outcome: VerdictOutcome = !passed ? .fail : inconclusive > 0 ? .inconclusive : .pass
         return .object([
-            ("passed", .bool(passed)), ("judged", .int(verdicts.count)), ("requests", .int(input.entries.count)),
-            ("verdicts", .array(verdicts)),
+            ("passed", .bool(passed)), ("outcome", .string(outcome.rawValue)), ("judged", .int(verdicts.count)),
+            ("inconclusive", .int(inconclusive)), ("requests", .int(input.entries.count)), ("verdicts", .array(verdicts)),
         ])
     }
 }
