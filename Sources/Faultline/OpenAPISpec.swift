@@ -440,7 +440,7 @@ enum OpenAPISpec {
         "required": [
           "sequence", "receivedAt", "receivedAtMonotonicMs", "connection", "method", "target", "path", "httpVersion",
           "requestLine", "headers", "body", "bodyEncoding", "bodySize", "bodyTruncated", "malformed", "scenario", "route",
-          "step", "matched", "notes", "response"
+          "step", "matched", "answeredBy", "notes", "response"
         ],
         "properties": {
           "sequence": { "type": "integer", "minimum": 1, "description": "Starts at 1 and is never reused, even after the journal is cleared." },
@@ -475,7 +475,8 @@ enum OpenAPISpec {
           "error": { "type": "string", "description": "Why the request was malformed; present only then." },
           "scenario": { "type": ["string", "null"], "description": "The scenario whose route took the request." },
           "scenarioVersion": { "type": ["integer", "null"], "minimum": 1, "description": "Which version of that scenario served the request: 1 when first loaded, one more each time a scenario of that name is loaded with different content (hot reload, upload)." },
-          "route": { "type": ["string", "null"], "description": "The route id, or the policy layer's own (`auth:token`, `rate-limit:ID`, …); null when unmatched." },
+          "route": { "type": ["string", "null"], "description": "The route id the request matched (also when auth refused it with a 401), or the policy layer's own (`auth:token`, `rate-limit:ID`); null when no route matched." },
+          "answeredBy": { "type": ["string", "null"], "description": "The policy layer that answered instead of a route's script: `auth` (a 401) or `rate-limit:ID` (a 429/503); null when the script answered." },
           "step": { "type": ["integer", "null"], "minimum": 0, "description": "The index of the script step played." },
           "matched": { "type": "boolean" },
           "notes": { "type": "array", "items": { "type": "string" }, "description": "What the policy layer did: auth checks, rate limits, idempotency, Retry-After judgements." },

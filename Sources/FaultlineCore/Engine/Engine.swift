@@ -381,6 +381,13 @@ public final class Engine {
             policy.idempotency[loaded.id]?.recordSideEffect(scope: loaded.id, key: idempotencyKey)
             notes.append(.sideEffect(route: loaded.id))
         }
+        if let idempotencyKey, let response = plan.response, !loaded.idempotency!.stores(response.status) {
+            // A 429 or 5xx (by default) says the request was not processed: nothing is stored, the key is free.
+            policy.idempotency[loaded.id]?.abandon(scope: loaded.id, key: idempotencyKey)
+            notes.append(.remark("idempotency: key \(idempotencyKey) not stored (\(response.status)), free for a retry"))
+            decision.script.response = nil
+            return decision
+        }
         if let idempotencyKey, let response = plan.response {
             let stored = StoredResponse(status: response.status, headers: response.headers.fields, body: response.body)
             if commits {
