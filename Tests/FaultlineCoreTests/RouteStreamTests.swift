@@ -108,7 +108,10 @@ import Testing
             let json = Self.scenario.replacingOccurrences(of: #""seed": 11"#, with: #""seed": \#(seed)"#)
                 .replacingOccurrences(of: #""id": "chaos""#, with: #""id": "\#(id)""#)
             let engine = Engine(scenarios: [try ScenarioLoader.load(bytes: Array(json.utf8), file: "s.json", directory: nil)])
-            return Self.run(engine, Array(repeating: "/chaos", count: 30))["/chaos"]!
+            // Status, fault and chaos only: the chaos body names the route id, which would differ anyway.
+            return Self.run(engine, Array(repeating: "/chaos", count: 30))["/chaos"]!.map {
+                $0.split(separator: "|", omittingEmptySubsequences: false).prefix(3).joined(separator: "|")
+            }
         }
         #expect(try chaos(seed: 11, id: "chaos") == chaos(seed: 11, id: "chaos"))
         #expect(try chaos(seed: 11, id: "chaos") != chaos(seed: 12, id: "chaos"))
