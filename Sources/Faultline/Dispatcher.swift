@@ -52,6 +52,7 @@ final class Dispatcher {
         entry.scenario = decision.scenario
         entry.scenarioVersion = decision.scenarioVersion
         entry.route = decision.route
+        entry.answeredBy = decision.answeredBy
         entry.step = decision.step
         entry.unmatched = decision.unmatched
         entry.status = decision.script.status

@@ -8,7 +8,7 @@ extension FaultlineServer {
         public var wanted: Int
         public var seen: [JournalEntry]
         public var description: String {
-            "waited for \(wanted) matching request(s), saw \(seen.count): "
+            "waited for \(wanted) matching request(s), saw \(seen.count)" + (seen.isEmpty ? "" : ": ")
                 + seen.map { "#\($0.sequence) \($0.method ?? "?") \($0.path ?? $0.requestLine) → \($0.status.map(String.init) ?? "-")" }
                     .joined(separator: ", ")
         }

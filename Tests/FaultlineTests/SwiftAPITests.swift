@@ -77,6 +77,12 @@ import FoundationNetworking
             #expect(timeout.seen.count == 1)
             #expect(timeout.description.contains("#1 GET /items/1 → 503"))
         }
+        do {
+            _ = try await server.waitForRequests(count: 1, matching: JournalFilter(path: "/none"), timeout: .milliseconds(50))
+            Issue.record("expected a timeout")
+        } catch let timeout as FaultlineServer.WaitTimeout {
+            #expect(timeout.description == "waited for 1 matching request(s), saw 0", "no dangling colon")
+        }
     }
 
     @Test func waitForRequestsAnswersWhenTheRequestArrives() async throws {

@@ -33,10 +33,10 @@ BYTES_WRITTEN = {
     "truncate-body": HEAD_CLOSE + 21,
     "overlong-body": HEAD_CLOSE + 42 + len(EXCESS),
     "malformed-chunk": 146,   # head with Transfer-Encoding: chunked (98) + "zz\r\n" + body + "\r\n"
-    "garbage": 457,           # 64–512 random bytes; 457 for seed 7
+    "garbage": 454,           # 64–512 random bytes; 454 for seed 7 and this route id
     "stall-after-headers": HEAD_KEEP_ALIVE,
     "corrupt-json": HEAD_KEEP_ALIVE + 44,   # two bytes (0x01 "}") inserted
-    "truncated-json": HEAD_KEEP_ALIVE + 13,   # cut at 13 bytes for seed 7
+    "truncated-json": HEAD_KEEP_ALIVE + 20,   # cut at 20 bytes for seed 7 and this route id
     "wrong-content-type": 121,
     "html-error-page": 226,
     "bad-gzip": 159,

@@ -692,3 +692,67 @@ def test_exhausted_script_does_not_leave_the_key_in_flight(start_faultline, writ
     assert post("k2").status_code == 500
     server.wait_for(2, route="short", completed=True)
     assert post("k2").status_code != 409
+
+
+# -- auth's 401s in the journal; idempotent routes that answer 503 -------------------------------------
+
+
+def test_a_401_is_journaled_under_the_route_it_matched(start_faultline, write_scenario):
+    server = start_faultline(write_scenario({
+        "name": "guarded",
+        "auth": {"tokenPath": "/oauth/token", "initialToken": "t-1", "protect": ["/v1/"]},
+        "rateLimits": [{"id": "tight", "path": "/v1/limited", "limit": 1, "windowMs": 60000}],
+        "routes": [
+            {"id": "me", "match": {"method": "GET", "path": "/v1/me"}, "responses": [{"json": {"me": True}}]},
+            {"id": "limited", "match": {"path": "/v1/limited"}, "responses": [{"text": "ok"}]},
+        ]}))
+    bearer = {"Authorization": "Bearer t-1"}
+    with requests.Session() as session:
+        assert session.get(f"{server.url}/v1/me", timeout=TIMEOUT_S).status_code == 401
+        assert session.get(f"{server.url}/v1/me", headers=bearer, timeout=TIMEOUT_S).json() == {"me": True}
+        assert session.get(f"{server.url}/v1/elsewhere", timeout=TIMEOUT_S).status_code == 401
+        assert session.get(f"{server.url}/nope", timeout=TIMEOUT_S).status_code == 404
+        assert session.get(f"{server.url}/v1/limited", headers=bearer, timeout=TIMEOUT_S).status_code == 200
+        assert session.get(f"{server.url}/v1/limited", headers=bearer, timeout=TIMEOUT_S).status_code == 429
+        assert session.post(f"{server.url}/oauth/token", data={"grant_type": "client_credentials"},
+                            timeout=TIMEOUT_S).status_code == 200
+    entries = server.wait_for(7, completed=True)
+    assert [(e["route"], e["matched"], e["answeredBy"], e["step"]) for e in entries] == [
+        ("me", True, "auth", None), ("me", True, None, 0), (None, False, "auth", None), (None, False, None, None),
+        ("limited", True, None, 0), ("rate-limit:tight", True, "rate-limit:tight", None), ("auth:token", True, None, None)]
+    assert entries[0]["scenario"] == "guarded" and entries[0]["response"]["status"] == 401
+    assert entries[2]["nearest"]["route"] is not None
+
+    # Counters, filters, health and HAR tell one story.
+    counters = server.admin_json("GET", "requests/count")["counters"]
+    assert counters["unmatched"] == 2 == server.count(matched=False)
+    assert counters["perRoute"] == {"me": 2, "limited": 1, "rate-limit:tight": 1, "auth:token": 1}
+    assert server.count(route="me") == 2 and server.count(matched=True) == 5
+    assert server.admin_json("GET", "health")["journal"]["unmatched"] == 2
+    har = server.admin_json("GET", "requests.har")["log"]["entries"]
+    assert [(h["_route"], h["_answeredBy"]) for h in har] == [(e["route"], e["answeredBy"]) for e in entries]
+
+
+def test_a_scripted_503_does_not_trap_a_retry_with_the_same_key(start_faultline, write_scenario):
+    server = start_faultline(write_scenario({
+        "name": "orders-503",
+        "routes": [{"id": "order", "match": {"method": "POST", "path": "/orders"},
+                    "idempotency": {"required": True},
+                    "responses": [{"status": 503, "headers": {"Retry-After": "0"}, "json": {"error": "busy"}},
+                                  {"status": 201, "json": {"id": "{{resource.id}}"}}]}]}))
+    retry = Retry(total=3, status_forcelist=[503], allowed_methods=["POST"], backoff_factor=0,
+                  respect_retry_after_header=True, raise_on_status=False)
+    with requests.Session() as session:
+        session.mount("http://", HTTPAdapter(max_retries=retry))
+        response = session.post(f"{server.url}/orders", json={"item": 1},
+                                headers={"Idempotency-Key": '"order-1"'}, timeout=TIMEOUT_S)
+        assert response.status_code == 201, response.text
+        assert "Idempotent-Replayed" not in response.headers
+        again = session.post(f"{server.url}/orders", json={"item": 1},
+                             headers={"Idempotency-Key": '"order-1"'}, timeout=TIMEOUT_S)
+    assert again.status_code == 201 and again.headers["Idempotent-Replayed"] == "true"
+    assert again.json() == response.json()
+    entries = server.wait_for(3, completed=True, route="order")
+    assert [e["response"]["status"] for e in entries] == [503, 201, 201]
+    assert "idempotency: key order-1 not stored (503), free for a retry" in entries[0]["notes"]
+    assert state(server)["sideEffects"]["total"] == 1

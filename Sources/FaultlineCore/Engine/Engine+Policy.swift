@@ -105,9 +105,8 @@ extension Engine {
                 if let rejection = policy.authority!.authorize(
                     request.headers["authorization"], nowMilliseconds: now.monotonicMilliseconds) {
                     notes.append(.remark("auth: \(rejection.rawValue) token, 401"))
-                    return Decision(
-                        scenario: nil, route: nil, step: nil, unmatched: nil,
-                        script: Self.unauthorized(request, rejection, current: authority.currentToken))
+                    return policyAnswer(
+                        input, by: .auth, script: Self.unauthorized(request, rejection, current: authority.currentToken))
                 }
             }
         }
@@ -145,6 +144,7 @@ extension Engine {
                 let decision = Decision(
                     scenario: nil, route: .rateLimit(scoped.rule.id), step: nil, unmatched: nil,
                     script: ResponseScript.simple(for: request, response: response))
+                decision.answeredBy = .rateLimit(scoped.rule.id)
                 decision.notes = notes
                 return decision
             }
@@ -174,8 +174,7 @@ extension Engine {
             notes.append(.remark("auth: token call answered by refresh step \(min(policy.refreshServed, steps.count) - 1)"))
         }
         var context = TemplateContext(pathParameters: [:], input: input, requestID: requestID, resourceID: { 0 })
-        var random = SeededRandom(seed: UInt64(requestID))
-        let plan = ResponsePlanner.plan(PreparedStep(step), for: request, context: &context, random: &random)
+        let plan = ResponsePlanner.plan(PreparedStep(step), for: request, context: &context, random: &tokenRandom)
         let decision = Decision(scenario: nil, route: .tokenEndpoint, step: nil, unmatched: nil, script: plan)
         decision.completion = ExchangeCompletion(generation: generation, refresh: true)
         return decision

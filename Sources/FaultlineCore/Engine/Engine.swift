@@ -5,9 +5,12 @@ package final class Decision {
     @exclusivity(unchecked) package var scenario: String?
     /// The matched scenario's version (`Engine.version(of:)`): which edit of the file served the request.
     @exclusivity(unchecked) package var scenarioVersion: Int?
-    /// What took the request: a scenario route, the token endpoint or a rate-limit rule; nil when nothing did
-    /// (unmatched, or refused by auth). The journal prints it with `DecisionSource.description`.
+    /// What took the request: a scenario route, the token endpoint or a rate-limit rule; nil when no route
+    /// matched. A request auth refused is under the route it matched (`answeredBy` says auth answered). The
+    /// journal prints it with `DecisionSource.description`.
     @exclusivity(unchecked) package var route: DecisionSource?
+    /// Set when the policy layer answered instead of a route's script: auth's 401, a rate limit's 429/503.
+    @exclusivity(unchecked) package var answeredBy: PolicyAnswer?
     /// Zero-based index into the route's `responses`.
     @exclusivity(unchecked) package var step: Int?
     /// Set when no route took the request: the nearest route and why it missed.
@@ -42,8 +45,9 @@ public struct UnmatchedInfo: Sendable, Equatable {
 /// The scripted behaviour of the loaded scenarios: matching, sequence cursors and response scripts.
 ///
 /// Not thread-safe by design: the server owns one engine on its loop thread, so a match and the cursor
-/// move it causes happen as one step (ARCHITECTURE §1). Deterministic for a given request sequence: all
-/// randomness comes from each scenario's seed.
+/// move it causes happen as one step (ARCHITECTURE §1). Deterministic: all randomness comes from each
+/// scenario's seed, in one stream per route and `sequenceBy` partition (`streamSeed`), so a route's n-th request
+/// in its partition gets the same seeded choices whatever other traffic came before or in between.
 package final class Engine {
     /// A route with the scenario it came from and its pre-rendered steps. A class: the request path reads it
     /// for every request, and copying a struct of this size costs a retain and release per field. The fields
@@ -62,6 +66,8 @@ package final class Engine {
         /// Requests served by a route without `sequenceBy` (one script for everyone): a counter here instead
         /// of an entry in the engine's `cursors`, which would hash a key per request.
         @exclusivity(unchecked) var served = 0
+        /// The random stream of a route without `sequenceBy` (`Engine.streamSeed`); restarted by `reset`.
+        @exclusivity(unchecked) var random = SeededRandom(seed: 0)
 
         init(scenario: Scenario, scenarioIndex: Int, route: Route, stepEnds: [Int], prepared: [PreparedStep]) {
             self.scenario = scenario
@@ -85,9 +91,10 @@ package final class Engine {
     /// still in flight from the old scripts cannot touch the new state.
     @exclusivity(unchecked) private(set) var generation = 0
     @exclusivity(unchecked) private var routes: [LoadedRoute] = []
-    /// Requests served per (route index, sequenceBy value).
-    @exclusivity(unchecked) private var cursors: [CursorKey: Int] = [:]
-    @exclusivity(unchecked) private var randoms: [SeededRandom] = []
+    /// Requests served, and the random stream, per (route index, sequenceBy value).
+    @exclusivity(unchecked) private var cursors: [CursorKey: Partition] = [:]
+    /// The token endpoint's random stream (delays of `auth.refresh` steps).
+    @exclusivity(unchecked) var tokenRandom = SeededRandom(seed: 0)
     @exclusivity(unchecked) private var nextResourceID = 1
     @exclusivity(unchecked) var policy = PolicyState(scenarios: [], now: EngineInstant())
     /// The connection of the request being decided, for Retry-After judgements.
@@ -99,6 +106,36 @@ package final class Engine {
     private struct CursorKey: Hashable {
         var route: Int
         var partition: String
+    }
+
+    /// One `sequenceBy` partition of a route: its script cursor and its own random stream.
+    private struct Partition {
+        var served = 0
+        var random: SeededRandom
+    }
+
+    /// The seed of one random stream: FNV-1a (64-bit) over the scenario seed's 8 bytes (little-endian), the
+    /// route id's UTF-8 bytes and, for a `sequenceBy` route, a 0xFF byte and the partition value's UTF-8 bytes;
+    /// then one SplitMix64 step to spread it. Stable across runs and platforms (unlike `Hasher`).
+    ///
+    /// The guarantee this gives: every seeded choice a route makes — whether chaos takes a request and which
+    /// outcome it picks, delay distributions, `garbage` and corrupted bytes — is drawn from the stream of that
+    /// route (and partition) alone, so the n-th request of a route (in its partition) gets the same choices
+    /// whatever other routes or partitions were sent before or in between. `reset` restarts every stream.
+    package static func streamSeed(scenarioSeed: UInt64, routeID: String, partition: String?) -> UInt64 {
+        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+        func mix(_ byte: UInt8) {
+            hash ^= UInt64(byte)
+            hash &*= 0x0000_0100_0000_01B3
+        }
+        for shift in stride(from: 0, to: 64, by: 8) { mix(UInt8(truncatingIfNeeded: scenarioSeed >> UInt64(shift))) }
+        for byte in routeID.utf8 { mix(byte) }
+        if let partition {
+            mix(0xFF)
+            for byte in partition.utf8 { mix(byte) }
+        }
+        var spread = SeededRandom(seed: hash)
+        return spread.next()
     }
 
     package init(scenarios: [Scenario] = [], now: EngineInstant = EngineInstant()) {
@@ -137,8 +174,14 @@ package final class Engine {
     package func reset(now: EngineInstant? = nil) {
         generation += 1
         cursors = [:]
-        for route in routes { route.served = 0 }
-        randoms = scenarios.map { SeededRandom(seed: $0.seed) }
+        for route in routes {
+            route.served = 0
+            route.random = SeededRandom(
+                seed: Self.streamSeed(scenarioSeed: route.scenario.seed, routeID: route.id, partition: nil))
+        }
+        let tokenSeed = scenarios.first { $0.auth != nil }?.seed ?? 0
+        tokenRandom = SeededRandom(
+            seed: Self.streamSeed(scenarioSeed: tokenSeed, routeID: DecisionSource.tokenEndpoint.description, partition: nil))
         nextResourceID = 1
         policy = PolicyState(scenarios: scenarios, now: now ?? loadedAt)
     }
@@ -184,7 +227,14 @@ package final class Engine {
                 return play(index, input, parameters, requestID: requestID, now: now, extraHeaders: extraHeaders, notes: &notes)
             }
         }
-        // No route took it: only now work out which came nearest, and why it missed, for the 404.
+        let info = unmatchedInfo(input)
+        return Decision(
+            scenario: nil, route: nil, step: nil, unmatched: info,
+            script: ResponsePlanner.notFound(request, info))
+    }
+
+    /// No route took the request: only now work out which came nearest, and why it missed, for the 404.
+    private func unmatchedInfo(_ input: MatchInput) -> UnmatchedInfo {
         var nearest: (miss: MatchMiss, index: Int)?
         for index in routes.indices {
             if case .missed(let miss) = RouteMatcher.match(routes[index].match, input),
@@ -192,13 +242,29 @@ package final class Engine {
                 nearest = (miss, index)
             }
         }
-        let info = UnmatchedInfo(
+        return UnmatchedInfo(
             nearestScenario: nearest.map { routes[$0.index].scenario.name },
             nearestRoute: nearest.map { routes[$0.index].route.id },
             reason: nearest?.miss.reason ?? "no routes are loaded")
-        return Decision(
-            scenario: nil, route: nil, step: nil, unmatched: info,
-            script: ResponsePlanner.notFound(request, info))
+    }
+
+    /// The policy layer answered `input` with `script` before its route ran (auth's 401): the decision names
+    /// the route the request matched — without playing it: no cursor moves, no random draw — or, when no
+    /// route matches, is unmatched like a 404 would be. `answeredBy` says who answered.
+    func policyAnswer(_ input: MatchInput, by answeredBy: PolicyAnswer, script: ResponseScript) -> Decision {
+        let decision: Decision
+        if let index = routes.indices.first(where: {
+            if case .matched = RouteMatcher.match(routes[$0].match, input, explain: false) { return true }
+            return false
+        }) {
+            decision = routeDecision(routes[index], step: nil, script: script)
+            // Not the route's own response: its scenario's connection policy does not apply.
+            decision.scenarioIndex = nil
+        } else {
+            decision = Decision(scenario: nil, route: nil, step: nil, unmatched: unmatchedInfo(input), script: script)
+        }
+        decision.answeredBy = answeredBy
+        return decision
     }
 
     private func play(
@@ -221,13 +287,31 @@ package final class Engine {
             return routeDecision(loaded, step: nil, script: answer)
         }
         let key = CursorKey(route: index, partition: partitionValue)
-        let served = sequenceBy == nil ? loaded.served : cursors[key, default: 0]
+        var state: Partition
+        if sequenceBy == nil {
+            state = Partition(served: loaded.served, random: loaded.random)
+        } else if let known = cursors[key] {
+            state = known
+        } else {
+            state = Partition(random: SeededRandom(seed: Self.streamSeed(
+                scenarioSeed: loaded.scenario.seed, routeID: loaded.id, partition: partitionValue)))
+        }
+        // Whatever path returns, the cursor and the stream go back to where they live.
+        defer {
+            if sequenceBy == nil {
+                loaded.served = state.served
+                loaded.random = state.random
+            } else {
+                cursors[key] = state
+            }
+        }
+        let served = state.served
         let total = loaded.stepEnds.last ?? 0
         if let chaos = loaded.route.chaos, !chaos.outcomes.isEmpty,
-           randoms[loaded.scenarioIndex].nextUnit() < chaos.rate {
+           state.random.nextUnit() < chaos.rate {
             // Chaos takes this request; the script does not move, and nothing was committed: the key is free again.
             if let idempotencyKey { policy.idempotency[loaded.id]?.abandon(scope: loaded.id, key: idempotencyKey) }
-            let pick = Int(randoms[loaded.scenarioIndex].next() % UInt64(chaos.outcomes.count))
+            let pick = Int(state.random.next() % UInt64(chaos.outcomes.count))
             let stepIndex = loaded.stepEnds.firstIndex(where: { min(served, total - 1) < $0 }) ?? 0
             var step = loaded.route.responses[stepIndex]
             switch chaos.outcomes[pick] {
@@ -241,13 +325,13 @@ package final class Engine {
             }
             var context = templateContext(input, parameters, requestID: requestID)
             let plan = ResponsePlanner.plan(
-                PreparedStep(step), for: input.request, context: &context, random: &randoms[loaded.scenarioIndex])
+                PreparedStep(step), for: input.request, context: &context, random: &state.random)
             let decision = routeDecision(loaded, step: nil, script: plan)
             decision.chaos = true
             if case .status = chaos.outcomes[pick] { decision.script.fault = chaos.outcomes[pick].description }
             return decision
         }
-        if sequenceBy == nil { loaded.served = served + 1 } else { cursors[key] = served + 1 }
+        state.served = served + 1
         var position = served
         if served >= total {
             switch loaded.route.afterLast {
@@ -266,13 +350,13 @@ package final class Engine {
         let prepared = loaded.prepared[stepIndex]
         let plan: ResponseScript
         if let cached = ResponsePlanner.cachedPlan(
-            prepared, for: input.request, random: &randoms[loaded.scenarioIndex], extraHeaders: extraHeaders,
+            prepared, for: input.request, random: &state.random, extraHeaders: extraHeaders,
             keepResponse: idempotencyKey != nil) {
             plan = cached
         } else {
             var context = templateContext(input, parameters, requestID: requestID)
             plan = ResponsePlanner.renderedPlan(
-                prepared, for: input.request, context: &context, random: &randoms[loaded.scenarioIndex],
+                prepared, for: input.request, context: &context, random: &state.random,
                 extraHeaders: extraHeaders, keepResponse: idempotencyKey != nil)
         }
         if !prepared.step.effects.isEmpty { apply(prepared.step.effects, now: now) }
@@ -296,6 +380,13 @@ package final class Engine {
         if fault == nil && prepared.step.status < 400 || commits {
             policy.idempotency[loaded.id]?.recordSideEffect(scope: loaded.id, key: idempotencyKey)
             notes.append(.sideEffect(route: loaded.id))
+        }
+        if let idempotencyKey, let response = plan.response, !loaded.idempotency!.stores(response.status) {
+            // A 429 or 5xx (by default) says the request was not processed: nothing is stored, the key is free.
+            policy.idempotency[loaded.id]?.abandon(scope: loaded.id, key: idempotencyKey)
+            notes.append(.remark("idempotency: key \(idempotencyKey) not stored (\(response.status)), free for a retry"))
+            decision.script.response = nil
+            return decision
         }
         if let idempotencyKey, let response = plan.response {
             let stored = StoredResponse(status: response.status, headers: response.headers.fields, body: response.body)

@@ -41,6 +41,34 @@ public enum DecisionSource: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
+/// Which policy layer answered a request instead of a route's script (`JournalEntry.answeredBy`, the journal's
+/// `answeredBy`). Auth's 401 keeps the request under the route it matched (`route`), or unmatched when none did;
+/// a rate limit's 429/503 is under the route `rate-limit:ID` (`DecisionSource.rateLimit`).
+public enum PolicyAnswer: Sendable, Hashable, CustomStringConvertible {
+    /// Auth refused the request's bearer token: 401. The journal prints it `auth`.
+    case auth
+    /// The rate-limit rule with this id turned the request away: 429 or 503. The journal prints it `rate-limit:ID`.
+    case rateLimit(String)
+
+    public var description: String {
+        switch self {
+        case .auth: return "auth"
+        case .rateLimit(let id): return "rate-limit:\(id)"
+        }
+    }
+
+    /// Reads back the journal's `answeredBy` text (`description`).
+    public init?(journalText text: String) {
+        if text == "auth" {
+            self = .auth
+        } else if text.hasPrefix("rate-limit:") {
+            self = .rateLimit(String(text.dropFirst("rate-limit:".count)))
+        } else {
+            return nil
+        }
+    }
+}
+
 /// One thing the engine recorded about a request, in the order it happened (`Decision.notes`, `JournalEntry.notes`).
 ///
 /// Most are remarks for people to read; the ones a verdict counts have a case of their own, so that no rule

@@ -47,6 +47,7 @@ package enum HAR {
             ("_scenario", entry.scenario.map(JSONValue.string) ?? .null),
             ("_scenarioVersion", entry.scenarioVersion.map(JSONValue.int) ?? .null),
             ("_route", entry.route.map { .string($0.description) } ?? .null),
+            ("_answeredBy", entry.answeredBy.map { .string($0.description) } ?? .null),
             ("_step", entry.step.map(JSONValue.int) ?? .null),
             ("_fault", entry.fault.map(JSONValue.string) ?? .null),
             ("_chaos", .bool(entry.chaos)),

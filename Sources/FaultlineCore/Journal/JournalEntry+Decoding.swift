@@ -34,6 +34,7 @@ extension JournalEntry {
         scenario = string(json["scenario"])
         scenarioVersion = int(json["scenarioVersion"])
         route = string(json["route"]).map { DecisionSource(journalText: $0, scenario: scenario) }
+        answeredBy = string(json["answeredBy"]).flatMap(PolicyAnswer.init(journalText:))
         step = int(json["step"])
         if case .array(let items)? = json["notes"] {
             notes = items.compactMap(string).map { [route] in JournalNote(journalText: $0, source: route) }

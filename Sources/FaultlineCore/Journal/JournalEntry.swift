@@ -47,6 +47,7 @@ public struct JournalEntry: Sendable {
         var scenario: String? = nil
         var scenarioVersion: Int? = nil
         var route: DecisionSource? = nil
+        var answeredBy: PolicyAnswer? = nil
         var step: Int? = nil
         var unmatched: UnmatchedInfo? = nil
         var status: Int? = nil
@@ -144,11 +145,16 @@ public struct JournalEntry: Sendable {
         get { storage.fields.scenarioVersion }
         set { unique.fields.scenarioVersion = newValue }
     }
-    /// What took the request (`Decision.route`); nil when unmatched or refused by auth. Printed with
-    /// `DecisionSource.description`.
+    /// What took the request (`Decision.route`): the route it matched, even when auth refused it; nil when no
+    /// route matched. Printed with `DecisionSource.description`.
     public var route: DecisionSource? {
         get { storage.fields.route }
         set { unique.fields.route = newValue }
+    }
+    /// The policy layer that answered instead of the route's script (`Decision.answeredBy`): auth, a rate limit.
+    public var answeredBy: PolicyAnswer? {
+        get { storage.fields.answeredBy }
+        set { unique.fields.answeredBy = newValue }
     }
     public var step: Int? {
         get { storage.fields.step }
@@ -247,6 +253,7 @@ extension JournalEntry {
         members.append(("route", route.map { .string($0.description) } ?? .null))
         members.append(("step", step.map(JSONValue.int) ?? .null))
         members.append(("matched", .bool(route != nil)))
+        members.append(("answeredBy", answeredBy.map { .string($0.description) } ?? .null))
         members.append(("notes", .array(notes.map { .string($0.description) })))
         if let unmatched {
             members.append(("nearest", .object([

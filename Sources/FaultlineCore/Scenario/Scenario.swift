@@ -49,6 +49,14 @@ public struct IdempotencyConfig: Sendable, Equatable {
     /// A request without the key gets 400 (problem+json) instead of running the route.
     public var required: Bool
     public var expiryMilliseconds: Int
+    /// The statuses whose responses are stored under the key (`storeStatuses`); nil for the default, every
+    /// status but 429 and 5xx: those say the request was not processed, so the key stays free for the retry.
+    package var storeStatuses: Set<Int>?
+
+    /// Whether a response with `status` is stored under its key and replayed to retries.
+    package func stores(_ status: Int) -> Bool {
+        storeStatuses?.contains(status) ?? (status != 429 && status < 500)
+    }
 
     public init(header: String = "Idempotency-Key", required: Bool = false, expiryMilliseconds: Int = 86_400_000) {
         self.header = header

@@ -123,7 +123,9 @@ extension ScenarioLoader.Reader {
     /// A route's `idempotency`: `{"header": "Idempotency-Key", "required": true, "expiresMs": …}`.
     mutating func idempotencyConfig(_ value: JSONValue, at path: String) -> IdempotencyConfig? {
         let errorCount = errors.count
-        guard let fields = fields(value, at: path, known: ["header", "required", "expiresMs"]) else { return nil }
+        guard let fields = fields(value, at: path, known: ["header", "required", "expiresMs", "storeStatuses"]) else {
+            return nil
+        }
         var config = IdempotencyConfig()
         if let value = fields["header"], let name = nonEmptyString(value, at: fields.path("header")) {
             if ScenarioLoader.isToken(name) { config.header = name } else {
@@ -133,6 +135,23 @@ extension ScenarioLoader.Reader {
         if let value = fields["required"] { config.required = bool(value, at: fields.path("required")) ?? false }
         if let value = fields["expiresMs"] {
             config.expiryMilliseconds = integer(value, at: fields.path("expiresMs"), in: 1...Int.max) ?? config.expiryMilliseconds
+        }
+        if let value = fields["storeStatuses"], let elements = array(value, at: fields.path("storeStatuses")) {
+            // Statuses (201) and classes ("2xx"); default: all but 429 and 5xx (`IdempotencyConfig.stores`).
+            var statuses = Set<Int>()
+            for (index, element) in elements.enumerated() {
+                let elementPath = "\(fields.path("storeStatuses"))[\(index)]"
+                if case .string(let text) = element {
+                    if text.count == 3, text.hasSuffix("xx"), let digit = text.first?.wholeNumberValue, (1...5).contains(digit) {
+                        statuses.formUnion(digit * 100...digit * 100 + 99)
+                    } else {
+                        report(elementPath, "\(ScenarioLoader.quoted(text)) is not a status class (\"1xx\" … \"5xx\")")
+                    }
+                } else if let status = integer(element, at: elementPath, in: 100...599) {
+                    statuses.insert(status)
+                }
+            }
+            config.storeStatuses = statuses
         }
         return errors.count == errorCount ? config : nil
     }

@@ -106,13 +106,16 @@ extension ScenarioLoader.Reader {
 
     /// `{"maxRequests": n ≥ 1, "idleCloseMs": ms ≥ 1}`, at least one of them.
     private mutating func connectionPolicy(_ value: JSONValue, at path: String) -> ConnectionPolicy? {
+        let errorCount = errors.count
         guard let fields = fields(value, at: path, known: ["maxRequests", "idleCloseMs"]) else { return nil }
+        // An unknown key ("maxRequest") already has its did-you-mean: no second error saying the key is missing.
+        let unknownKeys = errors.count > errorCount
         var policy = ConnectionPolicy()
         policy.maxRequests = fields["maxRequests"].flatMap { integer($0, at: fields.path("maxRequests"), in: 1...Int.max) }
         policy.idleCloseMilliseconds = fields["idleCloseMs"].flatMap {
             integer($0, at: fields.path("idleCloseMs"), in: 1...ScenarioLoader.maxDelayMilliseconds)
         }
-        if fields["maxRequests"] == nil && fields["idleCloseMs"] == nil {
+        if fields["maxRequests"] == nil && fields["idleCloseMs"] == nil && !unknownKeys {
             report(path, "give \"maxRequests\", \"idleCloseMs\" or both")
         }
         return policy

@@ -150,7 +150,7 @@ package enum Verdicts {
     static func logicalRequests(_ entries: [JournalEntry], _ key: LogicalRequestKey) -> [[JournalEntry]] {
         var groups: [String: [JournalEntry]] = [:]
         var order: [String] = []
-        for entry in entries where entry.route != nil && entry.route != .tokenEndpoint {
+        for entry in entries where entry.route != nil && entry.route != .tokenEndpoint && entry.answeredBy != .auth {
             guard let head = entry.head else { continue }
             var label = "\(head.method) \(head.path)"
             if case .header(let name) = key, let value = head.headers[name] {
@@ -166,7 +166,8 @@ package enum Verdicts {
 
     private static func retriesOnlyReplayable(_ input: VerdictInput) -> Verdict {
         var seen: [String: Int] = [:]
-        for entry in input.entries where entry.route != nil {
+        // A request auth refused never reached its route: sending it again with a token is no retry.
+        for entry in input.entries where entry.route != nil && entry.answeredBy != .auth {
             guard let head = entry.head, ["POST", "PATCH"].contains(head.method),
                   head.headers["idempotency-key"] == nil else { continue }
             let identity = "\(head.method) \(head.target) \(IdempotencyStore.fingerprint(method: head.method, target: head.target, body: entry.body))"
@@ -326,7 +327,9 @@ extension Engine {
         var inconclusive = 0
         for scenario in scenarios {
             guard let expect = scenario.expect else { continue }
-            // Each scenario is judged on its own routes, its rate limits and (when it declares auth) token calls.
+            // Each scenario is judged on its own routes (auth's 401s included: they are journaled under the route
+            // they matched, and the rules leave them out of attempts), its rate limits and (when it declares
+            // auth) token calls.
             let routeIDs = Set(scenario.routes.map(\.id))
             let limitIDs = Set(scenario.rateLimits.map(\.rule.id))
             var own = input
