@@ -139,10 +139,10 @@ case .serve(let options):
     }
     await server.stopOnSignals()
     await server.reloadOnHangup()
+    var watching: String?
     if options.watch {
         do {
-            let mechanism = try await server.watchScenarioFiles()
-            FileHandle.standardError.write(Data("faultline: watching the scenario files (\(mechanism))\n".utf8))
+            watching = try await server.watchScenarioFiles()
         } catch {
             fail("cannot watch the scenario files: \(error)", code: 2)
         }
@@ -163,6 +163,9 @@ case .serve(let options):
     let routes = scenarios.reduce(0) { $0 + $1.routes.count }
     FileHandle.standardError.write(Data(
         "faultline: \(scenarios.count) scenario(s), \(routes) route(s); admin API at \(server.baseURL.absoluteString)/__faultline/\n".utf8))
+    if let watching {
+        FileHandle.standardError.write(Data("faultline: watching the scenario files (\(watching))\n".utf8))
+    }
     await server.waitUntilStopped()
     exit(0)
 }
