@@ -1,6 +1,7 @@
 """Helpers for test_faults.py: one scenario with a route per named fault, a curl runner that reports what
 curl saw, the chain of an exception, and a settled journal entry. Nothing here sleeps."""
 
+import json
 import subprocess
 from dataclasses import dataclass
 
@@ -51,6 +52,15 @@ def run_curl(url, *args, max_time=3):
     http_code, size_header, size_download = (int(value) for value in counters.split())
     return CurlResult(completed.returncode, completed.stderr.decode("utf-8", "replace").strip(), body,
                       http_code, size_header, size_download)
+
+
+def run_json_lines(command, timeout=20):
+    """Runs a client under tests/python/clients to completion (with a deadline); its stdout's JSON lines, one
+    per request. The process must exit 0: failures of the requests are in the lines, not the exit code."""
+    completed = subprocess.run([str(part) for part in command], capture_output=True, text=True,
+                               stdin=subprocess.DEVNULL, timeout=timeout)
+    assert completed.returncode == 0, f"{command}: exit {completed.returncode}\n{completed.stderr}"
+    return [json.loads(line) for line in completed.stdout.splitlines() if line.strip()]
 
 
 def exception_chain(error):

@@ -13,11 +13,13 @@ import requests
 import urllib3
 
 from faults_support import (BODY, BODY_BYTES, FAULTS, exception_chain, fault_scenario, head_fields, run_curl,
-                            settled_entry, split_head)
+                            run_json_lines, settled_entry, split_head)
 
 # A client timeout for the faults that never finish (hang, stall-after-headers): short, so the suite is fast.
 CURL_MAX_TIME_S = 1
 REQUESTS_READ_TIMEOUT_S = 0.5
+GO_TIMEOUT = "1s"            # http.Client.Timeout: the whole exchange, body included
+FETCH_TIMEOUT_MS = 1000      # AbortSignal.timeout: likewise
 # How long a raw-socket test waits to be sure nothing more is coming.
 SILENCE_S = 0.3
 
@@ -373,3 +375,108 @@ def test_every_fault_is_covered_for_requests():
     succeeds = {"overlong-body", "corrupt-json", "truncated-json", "wrong-content-type", "html-error-page"}
     assert set(REQUESTS_RAISES) | succeeds == set(FAULTS) and not set(REQUESTS_RAISES) & succeeds
     assert set(CURL) == set(FAULTS)
+
+
+# -- Go net/http ------------------------------------------------------------------------------------------
+
+# What client.Do / io.ReadAll(resp.Body) return (tests/python/clients/goclient): (phase, the types errors.Unwrap
+# walks outermost first, sentinels errors.Is finds, a stable fragment of the message). Phase "do" is an error
+# from client.Do (no response); "body" is a response whose body read failed. An empty sentinel list means Go
+# wraps nothing recognisable: the error is a bare errors.New string.
+GO_FAILS = {
+    "reset": ("do", ["*url.Error", "*net.OpError", "*os.SyscallError", "syscall.Errno"], ["ECONNRESET"],
+              "read: connection reset by peer"),
+    "empty-reply": ("do", ["*url.Error", "*errors.errorString"], ["io.EOF"], ": EOF"),
+    "half-close": ("do", ["*url.Error", "*errors.errorString"], ["io.EOF"], ": EOF"),
+    "close-after-headers": ("body", ["*errors.errorString"], ["io.ErrUnexpectedEOF"], "unexpected EOF"),
+    "truncate-body": ("body", ["*errors.errorString"], ["io.ErrUnexpectedEOF"], "unexpected EOF"),
+    "malformed-chunk": ("body", ["*errors.errorString"], [], "invalid byte in chunk length"),
+    "garbage": ("do", ["*url.Error", "*errors.errorString"], [],
+                "net/http: HTTP/1.x transport connection broken: malformed HTTP response"),
+    "hang": ("do", ["*url.Error", "*http.httpError"], [], "(Client.Timeout exceeded while awaiting headers)"),
+    "stall-after-headers": ("body", ["*http.httpError"], [],
+                            "(Client.Timeout or context cancellation while reading body)"),
+    # Go asks for gzip itself (Accept-Encoding: gzip) and so decodes transparently: the read fails.
+    "bad-gzip": ("body", ["*errors.errorString"], [], "gzip: invalid header"),
+}
+# (status, body bytes read, whether they parse as JSON) for the faults Go reads without an error.
+GO_SUCCEEDS = {
+    "overlong-body": (200, 42, True),    # reads the declared 42 bytes, drops the excess
+    "corrupt-json": (200, 44, False),
+    "truncated-json": (200, 13, False),
+    "wrong-content-type": (200, 42, True),
+    "html-error-page": (502, 152, False),
+}
+
+
+def test_every_fault_is_covered_for_go_and_fetch():
+    assert set(GO_FAILS) | set(GO_SUCCEEDS) == set(FAULTS) and not set(GO_FAILS) & set(GO_SUCCEEDS)
+    assert set(FETCH_FAILS) | set(FETCH_SUCCEEDS) == set(FAULTS) and not set(FETCH_FAILS) & set(FETCH_SUCCEEDS)
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_go_net_http(server, go_client, fault):
+    (result,) = run_json_lines([go_client, "-timeout", GO_TIMEOUT, f"{server.url}/{fault}"])
+    assert result["conns"] == [False], f"one fresh connection, no retry: {result}"
+    if fault in GO_FAILS:
+        phase, chain, sentinels, fragment = GO_FAILS[fault]
+        assert (result["phase"], result["chain"]) == (phase, chain), result
+        assert [name for name in result.get("is", []) if not name.startswith("net.OpError")] == sentinels, result
+        assert fragment in result["error"], result
+        assert result.get("timeout", False) == (fault in NEVER_FINISH), result
+        if phase == "body":
+            assert result["status"] == 200, "the head arrived: client.Do returned the response"
+        if fault == "truncate-body":
+            assert result["bodyLength"] == 21, "ReadAll returns the 21 bytes that came, with the error"
+    else:
+        status, length, parsed = GO_SUCCEEDS[fault]
+        assert "error" not in result, result
+        assert (result["status"], result["bodyLength"], result["parsed"]) == (status, length, parsed), result
+        if fault == "wrong-content-type":
+            assert result["contentType"] == "text/html; charset=utf-8"
+    response = check_journal(server, fault)
+    if fault in NEVER_FINISH:
+        check_released_promptly(response, 1.0)
+
+
+# -- node fetch (undici) ----------------------------------------------------------------------------------
+
+# What fetch() / response.arrayBuffer() reject with (tests/python/clients/fetchclient.mjs): (phase, the error
+# and its `cause` chain as (name, code) pairs, outermost first, the outer message). Phase "fetch" is a rejected
+# fetch() (no Response); "body" is a Response whose body read was rejected.
+FETCH_FAILS = {
+    "reset": ("fetch", [("TypeError", None), ("Error", "ECONNRESET")], "fetch failed"),
+    "empty-reply": ("fetch", [("TypeError", None), ("SocketError", "UND_ERR_SOCKET")], "fetch failed"),
+    "half-close": ("fetch", [("TypeError", None), ("SocketError", "UND_ERR_SOCKET")], "fetch failed"),
+    "close-after-headers": ("body", [("TypeError", None), ("SocketError", "UND_ERR_SOCKET")], "terminated"),
+    "truncate-body": ("body", [("TypeError", None), ("ResponseContentLengthMismatchError",
+                                                     "UND_ERR_RES_CONTENT_LENGTH_MISMATCH")], "terminated"),
+    "malformed-chunk": ("body", [("TypeError", None), ("HTTPParserError", "HPE_INVALID_CHUNK_SIZE")], "terminated"),
+    "garbage": ("fetch", [("TypeError", None), ("HTTPParserError", "HPE_INVALID_CONSTANT")], "fetch failed"),
+    "hang": ("fetch", [("TimeoutError", 23)], "The operation was aborted due to timeout"),
+    "stall-after-headers": ("body", [("TimeoutError", 23)], "The operation was aborted due to timeout"),
+    # fetch sends Accept-Encoding: gzip, deflate (br on newer undici) and decodes: zlib fails the body.
+    "bad-gzip": ("body", [("TypeError", None), ("Error", "Z_DATA_ERROR")], "terminated"),
+}
+FETCH_SUCCEEDS = GO_SUCCEEDS   # the same statuses, byte counts and parse results
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_node_fetch(server, node_fetch_client, fault):
+    (result,) = run_json_lines([*node_fetch_client, "--timeout", FETCH_TIMEOUT_MS, f"{server.url}/{fault}"])
+    if fault in FETCH_FAILS:
+        phase, chain, message = FETCH_FAILS[fault]
+        assert result["phase"] == phase, result
+        assert [(link["name"], link.get("code")) for link in result["chain"]] == chain, result
+        assert result["chain"][0]["message"] == message, result
+        if phase == "body":
+            assert result["status"] == 200, "the head arrived: fetch() resolved with the Response"
+    else:
+        status, length, parsed = FETCH_SUCCEEDS[fault]
+        assert "chain" not in result, result
+        assert (result["status"], result["bodyLength"], result["parsed"]) == (status, length, parsed), result
+        if fault == "wrong-content-type":
+            assert result["contentType"] == "text/html; charset=utf-8"
+    response = check_journal(server, fault)
+    if fault in NEVER_FINISH:
+        check_released_promptly(response, FETCH_TIMEOUT_MS / 1000)
