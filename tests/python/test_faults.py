@@ -480,7 +480,9 @@ def test_node_fetch(server, node_fetch_client, fault):
             assert result["contentType"] == "text/html; charset=utf-8"
     response = check_journal(server, fault)
     if fault in NEVER_FINISH:
-        check_released_promptly(response, FETCH_TIMEOUT_MS / 1000)
+        # AbortSignal.timeout starts at the fetch() call, before undici (loaded lazily by the first fetch) has
+        # connected: on a loaded machine the server sees the request well after the timer started.
+        assert FETCH_TIMEOUT_MS - 500 <= response["durationMs"] <= FETCH_TIMEOUT_MS + 1000, response
 
 
 
