@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing Faultline needs on Debian (apt) or macOS (Homebrew), only when it is missing:
-#   libevent-dev (the server), curl (live tests), Python's requests + pytest + jsonschema (client and schema tests)
-#   and schemathesis (tests/python/test_openapi.py fuzzes the admin API against docs/openapi.json).
+#   libevent-dev (the server), curl (live tests), golang-go (tests/python/test_faults.py builds a Go net/http
+#   client), Python's requests + pytest + jsonschema (client and schema tests) and schemathesis
+#   (tests/python/test_openapi.py fuzzes the admin API against docs/openapi.json).
 # Usage: scripts/ensure-deps.sh [build|test|bench|hotpath]
 set -euo pipefail
 need="${1:-build}"
@@ -12,6 +13,9 @@ apt_packages=()
 pkg-config --exists libevent 2>/dev/null || apt_packages+=(libevent-dev pkg-config)
 if [ "$need" != build ]; then
     command -v curl >/dev/null || apt_packages+=(curl)
+fi
+if [ "$need" = test ]; then
+    command -v go >/dev/null || apt_packages+=(golang-go)
 fi
 if [ "$need" = bench ]; then
     command -v wrk >/dev/null || apt_packages+=(wrk)
@@ -24,6 +28,10 @@ if [ "$(uname)" = Darwin ]; then
     # Homebrew names for the same needs (docs/PORTABILITY.md: written for macOS, not yet run on one here).
     brew_packages=()
     pkg-config --exists libevent 2>/dev/null || brew_packages+=(libevent pkg-config)
+    if [ "$need" = test ]; then
+        command -v go >/dev/null || brew_packages+=(go)
+        command -v node >/dev/null || brew_packages+=(node)
+    fi
     if [ "$need" = bench ]; then
         command -v wrk >/dev/null || brew_packages+=(wrk)
         command -v nginx >/dev/null || brew_packages+=(nginx)

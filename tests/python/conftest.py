@@ -7,6 +7,7 @@ waits on the first stdout line, and tests wait on the journal long-poll or poll 
 import json
 import os
 import queue
+import shutil
 import signal
 import socket
 import subprocess
@@ -19,6 +20,7 @@ import requests
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS_DIR = REPO_ROOT / "scenarios"
+CLIENTS_DIR = Path(__file__).resolve().parent / "clients"
 STARTUP_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 10.0
 HTTP_TIMEOUT_S = 10.0
@@ -35,6 +37,32 @@ def faultline_binary():
 def faultline_bin():
     """Path of the faultline executable under test ($FAULTLINE_BIN)."""
     return faultline_binary()
+
+
+@pytest.fixture(scope="session")
+def go_client(tmp_path_factory):
+    """Path of tests/python/clients/goclient built for this session (Go's standard library only).
+
+    GOCACHE and GOPATH live in a temp dir and GOPROXY is off: it builds as root, offline, in CI."""
+    if shutil.which("go") is None:
+        pytest.fail("go not found: install golang-go (scripts/ensure-deps.sh test)")
+    folder = tmp_path_factory.mktemp("goclient")
+    env = {**os.environ, "GOCACHE": str(folder / "cache"), "GOPATH": str(folder / "gopath"), "GOPROXY": "off",
+           "GOFLAGS": "", "GO111MODULE": "off", "GOTOOLCHAIN": "local", "CGO_ENABLED": "0"}
+    binary = folder / "goclient"
+    built = subprocess.run(["go", "build", "-o", str(binary), "main.go"], cwd=CLIENTS_DIR / "goclient", env=env,
+                           capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)
+    if built.returncode != 0:
+        pytest.fail(f"go build failed:\n{built.stdout}{built.stderr}")
+    return binary
+
+
+@pytest.fixture(scope="session")
+def node_fetch_client():
+    """Command prefix for tests/python/clients/fetchclient.mjs (node's built-in fetch, undici)."""
+    if shutil.which("node") is None:
+        pytest.fail("node not found (node 20 or later: its fetch is undici)")
+    return ["node", str(CLIENTS_DIR / "fetchclient.mjs")]
 
 
 @pytest.fixture

@@ -1,7 +1,11 @@
 """Helpers for test_faults.py: one scenario with a route per named fault, a curl runner that reports what
-curl saw, the chain of an exception, and a settled journal entry. Nothing here sleeps."""
+curl saw, the chain of an exception, a settled journal entry, and a proxy that delays the server's FIN (the
+one deliberate wait here: it models a FIN still in flight)."""
 
+import json
+import socket
 import subprocess
+import threading
 from dataclasses import dataclass
 
 FAULTS = [
@@ -53,6 +57,15 @@ def run_curl(url, *args, max_time=3):
                       http_code, size_header, size_download)
 
 
+def run_json_lines(command, timeout=20):
+    """Runs a client under tests/python/clients to completion (with a deadline); its stdout's JSON lines, one
+    per request. The process must exit 0: failures of the requests are in the lines, not the exit code."""
+    completed = subprocess.run([str(part) for part in command], capture_output=True, text=True,
+                               stdin=subprocess.DEVNULL, timeout=timeout)
+    assert completed.returncode == 0, f"{command}: exit {completed.returncode}\n{completed.stderr}"
+    return [json.loads(line) for line in completed.stdout.splitlines() if line.strip()]
+
+
 def exception_chain(error):
     """The exception and its causes (__cause__, else __context__), outermost first, as types."""
     chain, seen = [], set()
@@ -89,3 +102,72 @@ def head_fields(head):
             name, _, value = line.partition(":")
             fields[name.strip().lower()] = value.strip()
     return status, fields
+
+
+class FinDelayProxy:
+    """A TCP proxy in front of the server that holds back the server's FIN for `delay_s`: the FIN "in flight".
+
+    Response bytes pass at once; when the server ends a connection (a close by policy), the client learns of it
+    only `delay_s` later. A keep-alive client that sends its next request straight away therefore reuses a
+    connection the server already closed: the stale keep-alive race, every time instead of now and then.
+    The client's bytes keep flowing to the server (which journals them as `connection-closing`) until the
+    client closes. Threads poll a stop flag, so close() ends them all within a deadline.
+    """
+
+    POLL_S = 0.05
+
+    def __init__(self, target_port, delay_s):
+        self.target_port = target_port
+        self.delay_s = delay_s
+        self._stop = threading.Event()
+        self._sockets = []
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(self.POLL_S)
+        self.port = self._listener.getsockname()[1]
+        self._threads = [threading.Thread(target=self._accept, daemon=True)]
+        self._threads[0].start()
+
+    def _spawn(self, target, *args):
+        thread = threading.Thread(target=target, args=args, daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _accept(self):
+        while not self._stop.is_set():
+            try:
+                client, _ = self._listener.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
+            for sock in (client, upstream):
+                sock.settimeout(self.POLL_S)
+                self._sockets.append(sock)
+            self._spawn(self._pump, client, upstream, 0)
+            self._spawn(self._pump, upstream, client, self.delay_s)
+
+    def _pump(self, source, destination, fin_delay_s):
+        try:
+            while not self._stop.is_set():
+                try:
+                    data = source.recv(65536)
+                except socket.timeout:
+                    continue
+                if not data:
+                    if fin_delay_s:
+                        self._stop.wait(fin_delay_s)   # the FIN in flight
+                    destination.shutdown(socket.SHUT_WR)
+                    return
+                destination.sendall(data)
+        except OSError:
+            return   # the other side is gone, or close() shut everything
+
+    def close(self):
+        self._stop.set()
+        self._listener.close()
+        for thread in self._threads:
+            thread.join(timeout=2)
+        for sock in self._sockets:
+            sock.close()
+        assert not any(thread.is_alive() for thread in self._threads), "proxy threads did not stop"

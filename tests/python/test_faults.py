@@ -5,6 +5,7 @@ seeded faults (garbage, corrupt-json, truncated-json, bad-gzip) produce the same
 
 import json
 import re
+import subprocess
 import zlib
 from http.client import BadStatusLine, RemoteDisconnected
 
@@ -13,11 +14,13 @@ import requests
 import urllib3
 
 from faults_support import (BODY, BODY_BYTES, FAULTS, exception_chain, fault_scenario, head_fields, run_curl,
-                            settled_entry, split_head)
+                            run_json_lines, settled_entry, split_head, FinDelayProxy)
 
 # A client timeout for the faults that never finish (hang, stall-after-headers): short, so the suite is fast.
 CURL_MAX_TIME_S = 1
 REQUESTS_READ_TIMEOUT_S = 0.5
+GO_TIMEOUT = "1s"            # http.Client.Timeout: the whole exchange, body included
+FETCH_TIMEOUT_MS = 1000      # AbortSignal.timeout: likewise
 # How long a raw-socket test waits to be sure nothing more is coming.
 SILENCE_S = 0.3
 
@@ -373,3 +376,234 @@ def test_every_fault_is_covered_for_requests():
     succeeds = {"overlong-body", "corrupt-json", "truncated-json", "wrong-content-type", "html-error-page"}
     assert set(REQUESTS_RAISES) | succeeds == set(FAULTS) and not set(REQUESTS_RAISES) & succeeds
     assert set(CURL) == set(FAULTS)
+
+
+# -- Go net/http ------------------------------------------------------------------------------------------
+
+# What client.Do / io.ReadAll(resp.Body) return (tests/python/clients/goclient): (phase, the types errors.Unwrap
+# walks outermost first, sentinels errors.Is finds, a stable fragment of the message). Phase "do" is an error
+# from client.Do (no response); "body" is a response whose body read failed. An empty sentinel list means Go
+# wraps nothing recognisable: the error is a bare errors.New string.
+GO_FAILS = {
+    "reset": ("do", ["*url.Error", "*net.OpError", "*os.SyscallError", "syscall.Errno"], ["ECONNRESET"],
+              "read: connection reset by peer"),
+    "empty-reply": ("do", ["*url.Error", "*errors.errorString"], ["io.EOF"], ": EOF"),
+    "half-close": ("do", ["*url.Error", "*errors.errorString"], ["io.EOF"], ": EOF"),
+    "close-after-headers": ("body", ["*errors.errorString"], ["io.ErrUnexpectedEOF"], "unexpected EOF"),
+    "truncate-body": ("body", ["*errors.errorString"], ["io.ErrUnexpectedEOF"], "unexpected EOF"),
+    "malformed-chunk": ("body", ["*errors.errorString"], [], "invalid byte in chunk length"),
+    "garbage": ("do", ["*url.Error", "*errors.errorString"], [],
+                "net/http: HTTP/1.x transport connection broken: malformed HTTP response"),
+    "hang": ("do", ["*url.Error", "*http.httpError"], [], "(Client.Timeout exceeded while awaiting headers)"),
+    "stall-after-headers": ("body", ["*http.httpError"], [],
+                            "(Client.Timeout or context cancellation while reading body)"),
+    # Go asks for gzip itself (Accept-Encoding: gzip) and so decodes transparently: the read fails.
+    "bad-gzip": ("body", ["*errors.errorString"], [], "gzip: invalid header"),
+}
+# (status, body bytes read, whether they parse as JSON) for the faults Go reads without an error.
+GO_SUCCEEDS = {
+    "overlong-body": (200, 42, True),    # reads the declared 42 bytes, drops the excess
+    "corrupt-json": (200, 44, False),
+    "truncated-json": (200, 13, False),
+    "wrong-content-type": (200, 42, True),
+    "html-error-page": (502, 152, False),
+}
+
+
+def test_every_fault_is_covered_for_go_and_fetch():
+    assert set(GO_FAILS) | set(GO_SUCCEEDS) == set(FAULTS) and not set(GO_FAILS) & set(GO_SUCCEEDS)
+    assert set(FETCH_FAILS) | set(FETCH_SUCCEEDS) == set(FAULTS) and not set(FETCH_FAILS) & set(FETCH_SUCCEEDS)
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_go_net_http(server, go_client, fault):
+    (result,) = run_json_lines([go_client, "-timeout", GO_TIMEOUT, f"{server.url}/{fault}"])
+    assert result["conns"] == [False], f"one fresh connection, no retry: {result}"
+    if fault in GO_FAILS:
+        phase, chain, sentinels, fragment = GO_FAILS[fault]
+        assert (result["phase"], result["chain"]) == (phase, chain), result
+        assert [name for name in result.get("is", []) if not name.startswith("net.OpError")] == sentinels, result
+        assert fragment in result["error"], result
+        assert result.get("timeout", False) == (fault in NEVER_FINISH), result
+        if phase == "body":
+            assert result["status"] == 200, "the head arrived: client.Do returned the response"
+        if fault == "truncate-body":
+            assert result["bodyLength"] == 21, "ReadAll returns the 21 bytes that came, with the error"
+    else:
+        status, length, parsed = GO_SUCCEEDS[fault]
+        assert "error" not in result, result
+        assert (result["status"], result["bodyLength"], result["parsed"]) == (status, length, parsed), result
+        if fault == "wrong-content-type":
+            assert result["contentType"] == "text/html; charset=utf-8"
+    response = check_journal(server, fault)
+    if fault in NEVER_FINISH:
+        check_released_promptly(response, 1.0)
+
+
+# -- node fetch (undici) ----------------------------------------------------------------------------------
+
+# What fetch() / response.arrayBuffer() reject with (tests/python/clients/fetchclient.mjs): (phase, the error
+# and its `cause` chain as (name, code) pairs, outermost first, the outer message). Phase "fetch" is a rejected
+# fetch() (no Response); "body" is a Response whose body read was rejected.
+FETCH_FAILS = {
+    "reset": ("fetch", [("TypeError", None), ("Error", "ECONNRESET")], "fetch failed"),
+    "empty-reply": ("fetch", [("TypeError", None), ("SocketError", "UND_ERR_SOCKET")], "fetch failed"),
+    "half-close": ("fetch", [("TypeError", None), ("SocketError", "UND_ERR_SOCKET")], "fetch failed"),
+    "close-after-headers": ("body", [("TypeError", None), ("SocketError", "UND_ERR_SOCKET")], "terminated"),
+    "truncate-body": ("body", [("TypeError", None), ("ResponseContentLengthMismatchError",
+                                                     "UND_ERR_RES_CONTENT_LENGTH_MISMATCH")], "terminated"),
+    "malformed-chunk": ("body", [("TypeError", None), ("HTTPParserError", "HPE_INVALID_CHUNK_SIZE")], "terminated"),
+    "garbage": ("fetch", [("TypeError", None), ("HTTPParserError", "HPE_INVALID_CONSTANT")], "fetch failed"),
+    "hang": ("fetch", [("TimeoutError", 23)], "The operation was aborted due to timeout"),
+    "stall-after-headers": ("body", [("TimeoutError", 23)], "The operation was aborted due to timeout"),
+    # fetch sends Accept-Encoding: gzip, deflate (br on newer undici) and decodes: zlib fails the body.
+    "bad-gzip": ("body", [("TypeError", None), ("Error", "Z_DATA_ERROR")], "terminated"),
+}
+FETCH_SUCCEEDS = GO_SUCCEEDS   # the same statuses, byte counts and parse results
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_node_fetch(server, node_fetch_client, fault):
+    (result,) = run_json_lines([*node_fetch_client, "--timeout", FETCH_TIMEOUT_MS, f"{server.url}/{fault}"])
+    if fault in FETCH_FAILS:
+        phase, chain, message = FETCH_FAILS[fault]
+        assert result["phase"] == phase, result
+        assert [(link["name"], link.get("code")) for link in result["chain"]] == chain, result
+        assert result["chain"][0]["message"] == message, result
+        if phase == "body":
+            assert result["status"] == 200, "the head arrived: fetch() resolved with the Response"
+    else:
+        status, length, parsed = FETCH_SUCCEEDS[fault]
+        assert "chain" not in result, result
+        assert (result["status"], result["bodyLength"], result["parsed"]) == (status, length, parsed), result
+        if fault == "wrong-content-type":
+            assert result["contentType"] == "text/html; charset=utf-8"
+    response = check_journal(server, fault)
+    if fault in NEVER_FINISH:
+        # AbortSignal.timeout starts at the fetch() call, before undici (loaded lazily by the first fetch) has
+        # connected: on a loaded machine the server sees the request well after the timer started.
+        assert FETCH_TIMEOUT_MS - 500 <= response["durationMs"] <= FETCH_TIMEOUT_MS + 1000, response
+
+
+
+# -- the stale keep-alive race ----------------------------------------------------------------------------
+
+# `connections.maxRequests: 1`: the server closes every connection after its first response (FIN, no
+# `Connection: close`) and journals whatever still arrives on it as `connection-closing`. Straight to the server
+# a client only sometimes sends into the closed connection (it usually sees the FIN first); FinDelayProxy holds
+# the FIN back, so a client that sends its next request at once always does.
+RACE_FIN_DELAY_S = 0.3
+
+
+@pytest.fixture
+def race(start_faultline, write_scenario):
+    """(server, proxy URL) for a scenario whose connections close after one response."""
+    server = start_faultline(write_scenario({
+        "name": "race", "connections": {"maxRequests": 1},
+        "routes": [{"id": "item", "match": {"path": "/item"}, "responses": [{"json": {"ok": True}}]}],
+    }))
+    proxy = FinDelayProxy(server.port, RACE_FIN_DELAY_S)
+    yield server, f"http://127.0.0.1:{proxy.port}"
+    proxy.close()
+
+
+def race_urls(base, count):
+    return [f"{base}/item?n={n}" for n in range(1, count + 1)]
+
+
+def race_journal(server, entries):
+    """Waits for `entries` settled journal entries; returns {n: [(outcome, connection id), ...]} in order, after
+    checking that every late request arrived on a connection whose last response is marked max-requests."""
+    journal = server.wait_for(entries, completed=True, timeout_ms=5000)
+    assert len(server.journal()) == entries, server.journal()
+    closed_after = {entry["connection"]["id"] for entry in journal
+                    if entry["response"].get("connectionClosedAfter") == "max-requests"}
+    by_target = {}
+    for entry in journal:
+        response = entry["response"]
+        if response["outcome"] == "connection-closing":
+            assert entry["connection"]["id"] in closed_after and entry["connection"]["reused"], entry
+            assert response["status"] is None and response["bytesWritten"] == 0, entry
+        else:
+            assert response["outcome"] == "completed" and response["connectionClosedAfter"] == "max-requests", entry
+        n = int(entry["target"].rsplit("=", 1)[1])
+        by_target.setdefault(n, []).append((response["outcome"], entry["connection"]["id"]))
+    return by_target
+
+
+def outcomes(by_target):
+    return {n: [outcome for outcome, _ in attempts] for n, attempts in by_target.items()}
+
+
+RETRIED = ["connection-closing", "completed"]
+
+
+@pytest.mark.parametrize("how", [["-method", "GET"], ["-method", "POST", "-body", "x", "-idempotency-key", "race"]],
+                         ids=["GET", "POST-with-Idempotency-Key"])
+def test_race_go_retries_an_idempotent_request(race, go_client, how):
+    """Go's Transport retries a request it may replay (GET, or any request with an Idempotency-Key header) when
+    a reused connection dies before any response byte: the caller sees 200, the journal sees both attempts."""
+    server, base = race
+    results = run_json_lines([go_client, "-timeout", "3s", *how, *race_urls(base, 3)])
+    assert [(r.get("status"), r["conns"]) for r in results] == [(200, [False]), (200, [True, False]),
+                                                                 (200, [True, False])], results
+    by_target = race_journal(server, 5)
+    assert outcomes(by_target) == {1: ["completed"], 2: RETRIED, 3: RETRIED}
+    for n in (2, 3):
+        (_, stale), (_, fresh) = by_target[n]
+        assert stale == by_target[n - 1][-1][1] and fresh != stale, "the retry took a new connection"
+
+
+def test_race_go_surfaces_eof_for_a_post_without_idempotency_key(race, go_client):
+    server, base = race
+    results = run_json_lines([go_client, "-timeout", "3s", "-method", "POST", "-body", "x", *race_urls(base, 3)])
+    first, second, third = results
+    assert (first["status"], third["status"], third["conns"]) == (200, 200, [False]), results
+    assert (second["phase"], second["chain"], second["is"], second["conns"]) == (
+        "do", ["*url.Error", "*errors.errorString"], ["io.EOF"], [True]), second
+    assert second["error"].endswith(": EOF"), second
+    assert outcomes(race_journal(server, 3)) == {1: ["completed"], 2: ["connection-closing"], 3: ["completed"]}
+
+
+def test_race_node_fetch_surfaces_other_side_closed(race, node_fetch_client):
+    """undici does not retry: fetch() rejects with `fetch failed` <- SocketError `other side closed`. Which request
+    lands on the stale connection depends on undici's pool (it does not always reuse the idle connection first),
+    so the test pairs each failure with the journal's late request instead of fixing the index."""
+    server, base = race
+    results = run_json_lines([*node_fetch_client, "--timeout", "3000", *race_urls(base, 5)])
+    failed = {n for n, result in enumerate(results, 1) if "chain" in result}
+    for n in failed:
+        chain = results[n - 1]["chain"]
+        assert results[n - 1]["phase"] == "fetch", results[n - 1]
+        assert [(link["name"], link.get("code")) for link in chain] == [("TypeError", None),
+                                                                         ("SocketError", "UND_ERR_SOCKET")], chain
+        assert (chain[0]["message"], chain[1]["message"]) == ("fetch failed", "other side closed"), chain
+    assert all(results[n - 1]["status"] == 200 for n in set(range(1, 6)) - failed), results
+    by_target = race_journal(server, 5)   # one request each: nothing retried
+    late = {n for n, attempts in outcomes(by_target).items() if attempts == ["connection-closing"]}
+    assert failed == late and failed, (results, by_target)
+
+
+def test_race_requests_session_surfaces_remote_disconnected(race):
+    """urllib3 checks that a pooled connection is not dropped before reusing it; with the FIN still in flight it
+    is not, and requests (max_retries 0) raises."""
+    server, base = race
+    first, second, third = race_urls(base, 3)
+    with requests.Session() as session:
+        assert session.get(first, timeout=3).status_code == 200
+        with pytest.raises(requests.exceptions.ConnectionError) as caught:
+            session.get(second, timeout=3)
+        assert session.get(third, timeout=3).status_code == 200
+    assert exception_chain(caught.value) == [ConnectionError_, ProtocolError, RemoteDisconnected], repr(caught.value)
+    assert outcomes(race_journal(server, 3)) == {1: ["completed"], 2: ["connection-closing"], 3: ["completed"]}
+
+
+def test_race_curl_retries_on_a_fresh_connection(race):
+    """One curl with three URLs reuses the connection; libcurl retries a request whose reused connection died
+    before any response byte ("Connection died, retrying a fresh connect")."""
+    server, base = race
+    completed = subprocess.run(["curl", "-sS", "--max-time", "5", "-o", "/dev/null", "-o", "/dev/null", "-o",
+                                "/dev/null", "-w", "%{http_code}\n", *race_urls(base, 3)],
+                               capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=15)
+    assert (completed.returncode, completed.stdout.split()) == (0, ["200", "200", "200"]), completed
+    assert outcomes(race_journal(server, 5)) == {1: ["completed"], 2: RETRIED, 3: RETRIED}

@@ -1,0 +1,122 @@
+// goclient: what Go's net/http reports for each request, as one JSON line per URL.
+//
+//	goclient [-timeout 1s] [-method GET] [-body TEXT] [-idempotency-key PREFIX] URL...
+//
+// The URLs are requested in order with one http.Client (one Transport, so a kept-alive connection is
+// reused). Each line has the status, body length and whether the body parsed as JSON, or the error: its
+// message, the chain of types errors.Unwrap walks (outermost first), and which well-known errors it wraps.
+// httptrace counts the connections each request took: a Transport retry shows as a second one.
+// Standard library only; built by tests/python/conftest.py.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type result struct {
+	URL         string   `json:"url"`
+	Status      int      `json:"status,omitempty"`
+	ContentType string   `json:"contentType,omitempty"`
+	BodyLength  int      `json:"bodyLength"`
+	Parsed      bool     `json:"parsed"`
+	Phase       string   `json:"phase,omitempty"` // "do" (no response) or "body" (the body read failed)
+	Error       string   `json:"error,omitempty"` // the message, cut at 200 characters
+	Chain       []string `json:"chain,omitempty"`
+	Is          []string `json:"is,omitempty"`
+	Timeout     bool     `json:"timeout,omitempty"`
+	Conns       []bool   `json:"conns"` // one per connection used: whether it was a reused one
+}
+
+var known = []struct {
+	name string
+	err  error
+}{
+	{"io.EOF", io.EOF},
+	{"io.ErrUnexpectedEOF", io.ErrUnexpectedEOF},
+	{"ECONNRESET", syscall.ECONNRESET},
+	{"EPIPE", syscall.EPIPE},
+	{"context.DeadlineExceeded", context.DeadlineExceeded},
+	{"os.ErrDeadlineExceeded", os.ErrDeadlineExceeded},
+	{"http.ErrBodyNotAllowed", http.ErrBodyNotAllowed},
+}
+
+func describe(r *result, phase string, err error) {
+	r.Phase = phase
+	r.Error = err.Error()
+	if message := []rune(r.Error); len(message) > 200 { // garbage: the message quotes every byte received
+		r.Error = string(message[:200]) + "…"
+	}
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		r.Chain = append(r.Chain, fmt.Sprintf("%T", e))
+	}
+	for _, k := range known {
+		if errors.Is(err, k.err) {
+			r.Is = append(r.Is, k.name)
+		}
+	}
+	var opErr *net.OpError
+	if errors.As(err, &opErr) {
+		r.Is = append(r.Is, "net.OpError:"+opErr.Op)
+	}
+	var netErr net.Error
+	r.Timeout = errors.As(err, &netErr) && netErr.Timeout()
+}
+
+func main() {
+	timeout := flag.Duration("timeout", time.Second, "http.Client.Timeout")
+	method := flag.String("method", http.MethodGet, "request method")
+	body := flag.String("body", "", "request body (POST)")
+	key := flag.String("idempotency-key", "", "send Idempotency-Key: PREFIX-<n> (n counts from 1)")
+	flag.Parse()
+
+	client := &http.Client{Timeout: *timeout}
+	out := json.NewEncoder(os.Stdout)
+	for n, url := range flag.Args() {
+		r := result{URL: url, Conns: []bool{}}
+		var reqBody io.Reader
+		if *body != "" {
+			reqBody = strings.NewReader(*body)
+		}
+		req, err := http.NewRequest(*method, url, reqBody)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		if *key != "" {
+			req.Header.Set("Idempotency-Key", fmt.Sprintf("%s-%d", *key, n+1))
+		}
+		trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) { r.Conns = append(r.Conns, info.Reused) }}
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+		resp, err := client.Do(req)
+		if err != nil {
+			describe(&r, "do", err)
+		} else {
+			r.Status = resp.StatusCode
+			r.ContentType = resp.Header.Get("Content-Type")
+			data, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			r.BodyLength = len(data)
+			if err != nil {
+				describe(&r, "body", err)
+			} else {
+				var v interface{}
+				r.Parsed = json.Unmarshal(data, &v) == nil
+			}
+		}
+		if err := out.Encode(r); err != nil {
+			os.Exit(2)
+		}
+	}
+}
