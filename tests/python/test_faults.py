@@ -393,7 +393,7 @@ GO_FAILS = {
     "truncate-body": ("body", ["*errors.errorString"], ["io.ErrUnexpectedEOF"], "unexpected EOF"),
     "malformed-chunk": ("body", ["*errors.errorString"], [], "invalid byte in chunk length"),
     "garbage": ("do", ["*url.Error", "*errors.errorString"], [],
-                "net/http: HTTP/1.x transport connection broken: malformed HTTP response"),
+                "net/http: HTTP/1.x transport connection broken: malformed HTTP"),
     "hang": ("do", ["*url.Error", "*http.httpError"], [], "(Client.Timeout exceeded while awaiting headers)"),
     "stall-after-headers": ("body", ["*http.httpError"], [],
                             "(Client.Timeout or context cancellation while reading body)"),
@@ -404,7 +404,7 @@ GO_FAILS = {
 GO_SUCCEEDS = {
     "overlong-body": (200, 42, True),    # reads the declared 42 bytes, drops the excess
     "corrupt-json": (200, 44, False),
-    "truncated-json": (200, 13, False),
+    "truncated-json": (200, 20, False),
     "wrong-content-type": (200, 42, True),
     "html-error-page": (502, 152, False),
 }
