@@ -27,10 +27,11 @@ install: release
 # Every test: Swift (core without sockets, live server with curl and URLSession, the CLI), a short fuzz, Python.
 test:
 	@scripts/ensure-deps.sh test
+	@scripts/check-case-clashes.sh
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 	$(MAKE) --no-print-directory fuzz-ci
-	FAULTLINE_BIN=$(CURDIR)/.build/debug/faultline python3 -m pytest -q -p no:benchmark -p no:cacheprovider tests/python
+	FAULTLINE_BIN=$(CURDIR)/.build/debug/faultline python3 -m pytest -q -p no:benchmark -p no:cacheprovider Tests/Python
 
 # wrk against Faultline and nginx in the same run, unpinned and pinned to separate cores; not part of `make test`.
 bench:
@@ -47,7 +48,7 @@ hotpath:
 
 # A mixed load with every fault for SOAK_SECONDS (default 180) against a release build; fails unless the journal
 # counted every request exactly, descriptors return to their baseline and RSS stays flat. Not part of `make test`
-# (tests/python/test_soak_short.py runs it for 8 s).
+# (Tests/Python/test_soak_short.py runs it for 8 s).
 soak: deps
 	$(SWIFT) build -c release --product faultline
 	python3 scripts/soak.py

@@ -29,7 +29,9 @@ let package = Package(
         .target(
             name: "Faultline", dependencies: ["FaultlineCore", "CLibevent"],
             resources: [.embedInCode("Resources/openapi.json")]),
-        .executableTarget(name: "faultline", dependencies: ["Faultline"]),
+        // The executable `faultline`; its folder is named apart from the library's (`Sources/Faultline`), since a
+        // case-insensitive file system (macOS's default) would make the two one folder.
+        .executableTarget(name: "faultline", dependencies: ["Faultline"], path: "Sources/FaultlineCLI"),
         // Example URLSession clients, a careful one and a naive one, judged by the tests against the bundled scenarios.
         .target(name: "ExampleClients", path: "Examples/ExampleClients"),
         .testTarget(name: "FaultlineCoreTests", dependencies: ["FaultlineCore"]),

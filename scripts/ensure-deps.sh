@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing Faultline needs on Debian (apt) or macOS (Homebrew), only when it is missing:
-#   libevent-dev (the server), curl (live tests), golang-go (tests/python/test_faults.py builds a Go net/http
+#   libevent-dev (the server), curl (live tests), golang-go (Tests/Python/test_faults.py builds a Go net/http
 #   client), Python's requests + pytest + jsonschema (client and schema tests) and schemathesis
-#   (tests/python/test_openapi.py fuzzes the admin API against docs/openapi.json).
+#   (Tests/Python/test_openapi.py fuzzes the admin API against docs/openapi.json).
 # Usage: scripts/ensure-deps.sh [build|test|bench|hotpath]
 set -euo pipefail
 need="${1:-build}"

@@ -51,7 +51,7 @@ WORKERS = int(os.environ.get("SOAK_WORKERS", "12"))
 SEED = int(os.environ.get("SOAK_SEED", "1"))
 RESULTS = os.environ.get("SOAK_RESULTS", os.path.join(ROOT, "bench-results/soak.txt"))
 RSS_LIMIT_MB = float(os.environ.get("SOAK_RSS_LIMIT_MB", "4"))
-# The journal's capacity (--max-journal); empty for the server's default. The short run in tests/python uses a
+# The journal's capacity (--max-journal); empty for the server's default. The short run in Tests/Python uses a
 # small one, so that filling it before the clock starts is quick on a debug build.
 MAX_JOURNAL = os.environ.get("SOAK_MAX_JOURNAL", "")
 # 503s with Retry-After sent before the clock starts, to fill the server's store of Retry-After judgements.

@@ -10,7 +10,7 @@ import Darwin
 #endif
 
 /// Faults as the wire shows them to a raw socket: RST versus FIN, half-close, hang release, connection
-/// policies and chaos reproducibility. (A thousand held connections are tested from Python, tests/python/
+/// policies and chaos reproducibility. (A thousand held connections are tested from Python, Tests/Python/
 /// test_scale.py: thousands of sockets in this process made Foundation's Process.run crash while other tests
 /// spawned curl.)
 @Suite struct FaultWireTests {

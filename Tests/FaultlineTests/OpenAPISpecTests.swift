@@ -4,7 +4,7 @@ import Testing
 
 /// `GET /__faultline/openapi.json` serves docs/openapi.json (a link to Sources/Faultline/Resources/openapi.json, which
 /// SwiftPM compiles into the binary: `.embedInCode`).
-/// These fail when someone edits the file and forgets to regenerate; tests/python/test_openapi.py fuzzes the API
+/// These fail when someone edits the file and forgets to regenerate; Tests/Python/test_openapi.py fuzzes the API
 /// against the description.
 @Suite struct OpenAPISpecTests {
     static let scenario = """

@@ -1,4 +1,4 @@
-// The README's Swift sample, verbatim: tests/python/test_readme.py fails when the two differ, and `swift test`
+// The README's Swift sample, verbatim: Tests/Python/test_readme.py fails when the two differ, and `swift test`
 // runs it, so the sample in the manual is known to compile and pass.
 import Faultline
 import FaultlineCore

@@ -380,7 +380,7 @@ def test_every_fault_is_covered_for_requests():
 
 # -- Go net/http ------------------------------------------------------------------------------------------
 
-# What client.Do / io.ReadAll(resp.Body) return (tests/python/clients/goclient): (phase, the types errors.Unwrap
+# What client.Do / io.ReadAll(resp.Body) return (Tests/Python/clients/goclient): (phase, the types errors.Unwrap
 # walks outermost first, sentinels errors.Is finds, a stable fragment of the message). Phase "do" is an error
 # from client.Do (no response); "body" is a response whose body read failed. An empty sentinel list means Go
 # wraps nothing recognisable: the error is a bare errors.New string.
@@ -442,7 +442,7 @@ def test_go_net_http(server, go_client, fault):
 
 # -- node fetch (undici) ----------------------------------------------------------------------------------
 
-# What fetch() / response.arrayBuffer() reject with (tests/python/clients/fetchclient.mjs): (phase, the error
+# What fetch() / response.arrayBuffer() reject with (Tests/Python/clients/fetchclient.mjs): (phase, the error
 # and its `cause` chain as (name, code) pairs, outermost first, the outer message). Phase "fetch" is a rejected
 # fetch() (no Response); "body" is a Response whose body read was rejected.
 FETCH_FAILS = {

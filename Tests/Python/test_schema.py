@@ -2,7 +2,7 @@
 2020-12 meta-schema and the Swift loader.
 
 The loader is the source of truth. The schema must accept what the loader accepts (the bundled scenarios and
-tests/fixtures/valid-scenarios) and reject what it rejects (tests/fixtures/invalid-scenarios), with the loader's
+Tests/Fixtures/valid-scenarios) and reject what it rejects (Tests/Fixtures/invalid-scenarios), with the loader's
 error naming a JSON path that a jsonschema error names too.
 """
 
@@ -16,7 +16,7 @@ from jsonschema import Draft202012Validator
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS_DIR = REPO_ROOT / "scenarios"
 SCHEMA_PATH = SCENARIOS_DIR / "faultline.schema.json"
-FIXTURES_DIR = REPO_ROOT / "tests" / "fixtures"
+FIXTURES_DIR = REPO_ROOT / "Tests" / "Fixtures"
 SOURCES_DIR = REPO_ROOT / "Sources" / "FaultlineCore"
 
 BUNDLED = sorted(p for p in SCENARIOS_DIR.glob("*.json") if not p.name.endswith(".schema.json"))

@@ -41,7 +41,7 @@ def faultline_bin():
 
 @pytest.fixture(scope="session")
 def go_client(tmp_path_factory):
-    """Path of tests/python/clients/goclient built for this session (Go's standard library only).
+    """Path of Tests/Python/clients/goclient built for this session (Go's standard library only).
 
     GOCACHE and GOPATH live in a temp dir and GOPROXY is off: it builds as root, offline, in CI."""
     if shutil.which("go") is None:
@@ -59,7 +59,7 @@ def go_client(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def node_fetch_client():
-    """Command prefix for tests/python/clients/fetchclient.mjs (node's built-in fetch, undici)."""
+    """Command prefix for Tests/Python/clients/fetchclient.mjs (node's built-in fetch, undici)."""
     if shutil.which("node") is None:
         pytest.fail("node not found (node 20 or later: its fetch is undici)")
     return ["node", str(CLIENTS_DIR / "fetchclient.mjs")]

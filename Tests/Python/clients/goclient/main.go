@@ -6,7 +6,7 @@
 // reused). Each line has the status, body length and whether the body parsed as JSON, or the error: its
 // message, the chain of types errors.Unwrap walks (outermost first), and which well-known errors it wraps.
 // httptrace counts the connections each request took: a Transport retry shows as a second one.
-// Standard library only; built by tests/python/conftest.py.
+// Standard library only; built by Tests/Python/conftest.py.
 package main
 
 import (

@@ -58,7 +58,7 @@ def run_curl(url, *args, max_time=3):
 
 
 def run_json_lines(command, timeout=20):
-    """Runs a client under tests/python/clients to completion (with a deadline); its stdout's JSON lines, one
+    """Runs a client under Tests/Python/clients to completion (with a deadline); its stdout's JSON lines, one
     per request. The process must exit 0: failures of the requests are in the lines, not the exit code."""
     completed = subprocess.run([str(part) for part in command], capture_output=True, text=True,
                                stdin=subprocess.DEVNULL, timeout=timeout)
