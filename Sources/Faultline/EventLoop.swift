@@ -68,6 +68,9 @@ final class EventLoop: @unchecked Sendable {
 
     private func runOnThisThread() {
         event_base_loop(base, 0)
+        // One more pass without waiting: libevent frees bufferevents and other events through finalizers that
+        // run in the loop, and the loop has just been told to end.
+        event_base_loop(base, Int32(EVLOOP_NONBLOCK))
         // Anything posted after the loop ended would never run; run it here so no caller waits forever.
         drainQueue()
         let waiters = finished.withLock { waiters -> [CheckedContinuation<Void, Never>] in

@@ -19,6 +19,13 @@ func fail(_ message: String, code: Int32) -> Never {
     exit(code)
 }
 
+/// Prints what a command printed and exits with its code.
+func finish(_ outcome: CommandOutcome) -> Never {
+    FileHandle.standardOutput.write(Data(outcome.stdout.utf8))
+    FileHandle.standardError.write(Data(outcome.stderr.utf8))
+    exit(outcome.exitCode)
+}
+
 let request: CommandLineRequest
 do {
     request = try FaultlineCommandLine.parse(Array(CommandLine.arguments.dropFirst()))
@@ -42,76 +49,9 @@ case .validate(let paths):
         exit(1)
     }
 case .verify(let url):
-    var base = url
-    while base.hasSuffix("/") { base.removeLast() }
-    guard let reportURL = URL(string: base + "/__faultline/report"), reportURL.host != nil else {
-        fail("verify: \(url) is not an http URL", code: 64)
-    }
-    let report: [String: Any]
-    do {
-        let (data, response) = try await URLSession.shared.data(from: reportURL)
-        guard (response as? HTTPURLResponse)?.statusCode == 200,
-              let object = try JSONSerialization.jsonObject(with: data) as? [String: Any]
-        else { fail("verify: \(reportURL) did not answer with a report", code: 2) }
-        report = object
-    } catch {
-        fail("verify: cannot reach \(reportURL): \(error.localizedDescription)", code: 2)
-    }
-    let verdicts = report["verdicts"] as? [[String: Any]] ?? []
-    for verdict in verdicts {
-        let passed = verdict["passed"] as? Bool ?? false
-        let label = verdict["outcome"] as? String == "inconclusive" ? "INCONCLUSIVE" : passed ? "PASS" : "FAIL"
-        let rule = verdict["rule"] as? String ?? "?"
-        let scenario = verdict["scenario"] as? String ?? ""
-        let explanation = verdict["explanation"] as? String ?? ""
-        let evidence = (verdict["evidence"] as? [Int] ?? []).map { "#\($0)" }.joined(separator: " ")
-        print("\(label)  \(scenario)/\(rule): \(explanation)" + (passed || evidence.isEmpty ? "" : "  [\(evidence)]"))
-    }
-    let failed = verdicts.filter { ($0["passed"] as? Bool) != true }.count
-    // An inconclusive verdict (too few samples) is counted as passed, named, and does not fail the run.
-    let inconclusive = verdicts.filter { $0["outcome"] as? String == "inconclusive" }.count
-    print("\(verdicts.count - failed) of \(verdicts.count) verdicts passed"
-          + (inconclusive > 0 ? " (\(inconclusive) inconclusive)" : ""))
-    exit(failed == 0 ? 0 : 1)
+    finish(await RemoteCommands.verify(url: url))
 case .export(let options):
-    var base = options.url
-    while base.hasSuffix("/") { base.removeLast() }
-    let endpoint = options.format == .har ? "/__faultline/requests.har" : "/__faultline/requests"
-    guard let exportURL = URL(string: base + endpoint), exportURL.host != nil else {
-        fail("export: \(options.url) is not an http URL", code: 64)
-    }
-    let document: JSONValue
-    do {
-        let (data, response) = try await URLSession.shared.data(from: exportURL)
-        guard (response as? HTTPURLResponse)?.statusCode == 200, let parsed = try? JSONValue.parse(Array(data)) else {
-            fail("export: \(exportURL) did not answer with the journal", code: 2)
-        }
-        document = parsed
-    } catch {
-        fail("export: cannot reach \(exportURL): \(error.localizedDescription)", code: 2)
-    }
-    // Parsed with Faultline's own JSON reader, which keeps key order and number text, so NDJSON lines are
-    // byte for byte the entries of /__faultline/requests and the HAR is the server's document, indented.
-    let text: String
-    switch options.format {
-    case .har:
-        text = document.prettySerialized() + "\n"
-    case .ndjson:
-        guard case .array(let entries)? = document["requests"] else {
-            fail("export: \(exportURL) did not answer with the journal", code: 2)
-        }
-        text = entries.map { $0.serialized() + "\n" }.joined()
-    }
-    if let output = options.output {
-        do {
-            try Data(text.utf8).write(to: URL(fileURLWithPath: output), options: .atomic)
-        } catch {
-            fail("export: cannot write \(output): \(error.localizedDescription)", code: 1)
-        }
-    } else {
-        FileHandle.standardOutput.write(Data(text.utf8))
-    }
-    exit(0)
+    finish(await RemoteCommands.export(options))
 case .serve(let options):
     let paths = options.paths.isEmpty ? ["scenarios"] : options.paths
     let scenarios: [Scenario]

@@ -70,7 +70,10 @@ final class TCPTransport: Transport {
         self.scratch = scratch
         SocketOptions.noDelay(fd)
         SocketOptions.suppressSigpipe(fd)
-        bufferEvent = bufferevent_socket_new(loop.base, fd, Int32(BEV_OPT_CLOSE_ON_FREE.rawValue))
+        // Not BEV_OPT_CLOSE_ON_FREE: libevent frees a bufferevent through a finalizer the loop runs later, so the
+        // descriptor would stay open after `close` — for good, when the loop has just stopped (an in-process
+        // server's connections kept their sockets, and a client's pooled connection hung). `close` closes it.
+        bufferEvent = bufferevent_socket_new(loop.base, fd, 0)
         let context = Unmanaged.passUnretained(self).toOpaque()
         bufferevent_setcb(bufferEvent, nil, { _, context in
             TCPTransport.recover(context).delegate?.transportDrained()
@@ -175,11 +178,14 @@ final class TCPTransport: Transport {
 
     func close(abortive: Bool) {
         if abortive { SocketOptions.abortOnClose(fd) }
+        guard bufferEvent != nil || readEvent != nil else { return }
         if let readEvent { event_free(readEvent) }
         readEvent = nil
-        // BEV_OPT_CLOSE_ON_FREE: freeing the bufferevent closes the descriptor.
+        // bufferevent_free deletes its events now (its memory goes in a finalizer later), so the descriptor can
+        // close now: FIN (or RST) at once, whether or not the loop turns again.
         if let bufferEvent { bufferevent_free(bufferEvent) }
         bufferEvent = nil
+        Posix.close(fd)
         delegate = nil
     }
 }
