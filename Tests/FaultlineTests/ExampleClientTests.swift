@@ -102,7 +102,7 @@ import Testing
         }
         let (failed, _) = try Self.verdicts(server)
         let backoff = try Self.outcome(server, "backoff")
-        #expect(failed.isEmpty && backoff.outcome == "pass", "\(backoff)")
+        #expect(failed.isEmpty && backoff.outcome == "pass", "failed: \(failed); backoff: \(backoff)")
     }
 
     @Test func naiveClientDoesNotBackOff() async throws {
