@@ -92,7 +92,9 @@ import Testing
     @Test func carefulClientBacksOffWithJitterAcross60Requests() async throws {
         let server = try TestSupport.server([Self.busyReports])
         defer { Task { await server.stop() } }
-        let client = CarefulClient(baseURL: server.baseURL)
+        // A 200 ms base (waits of 100–200, 200–400 and 400–800 ms): on a loaded machine the scheduler can add a
+        // couple of hundred milliseconds to a wait, which at the default 50 ms base hides the growth it judges.
+        let client = CarefulClient(baseURL: server.baseURL, baseDelay: 0.2)
         // Six at a time (URLSession's connections per host), so queueing does not blur the client's own waits.
         for batch in stride(from: 0, to: 60, by: 6) {
             try await withThrowingTaskGroup(of: Void.self) { group in
