@@ -230,6 +230,19 @@ def start_faultline(tmp_path):
         pytest.fail("faultline did not stop cleanly:\n" + "\n".join(failures))
 
 
+@pytest.fixture(params=["linux-fast-paths", "portable"])
+def start_faultline_both_paths(request, start_faultline):
+    """start_faultline, once with the Linux fast paths and once with FAULTLINE_PORTABLE=1, which forces the portable
+    path of every platform concern (the code a Mac runs; docs/PORTABILITY.md). `start.portable` says which."""
+    env = {"FAULTLINE_PORTABLE": "1"} if request.param == "portable" else {"FAULTLINE_PORTABLE": "0"}
+
+    def start(*paths, args=()):
+        return start_faultline(*paths, args=args, env=env)
+
+    start.portable = request.param == "portable"
+    return start
+
+
 @pytest.fixture
 def faultline(start_faultline):
     """A server for the bundled scenarios/ folder."""

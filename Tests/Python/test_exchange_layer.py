@@ -7,17 +7,10 @@ import time
 import pytest
 
 
-@pytest.fixture(params=["linux-fast-paths", "portable"])
-def start_faultline(request, start_faultline):
-    """Every test here runs twice: with the Linux fast paths, and with FAULTLINE_PORTABLE=1, which forces the
-    portable path of every platform concern (the code a Mac runs; docs/PORTABILITY.md)."""
-    env = {"FAULTLINE_PORTABLE": "1"} if request.param == "portable" else {"FAULTLINE_PORTABLE": "0"}
-
-    def start(*paths, args=()):
-        return start_faultline(*paths, args=args, env=env)
-
-    start.portable = request.param == "portable"
-    return start
+@pytest.fixture
+def start_faultline(start_faultline_both_paths):
+    """Every test here runs twice: with the Linux fast paths and with the portable ones (conftest.py)."""
+    return start_faultline_both_paths
 
 
 @pytest.fixture

@@ -15,17 +15,10 @@ import pytest
 import requests
 
 
-@pytest.fixture(params=["linux-fast-paths", "portable"])
-def start_faultline(request, start_faultline):
-    """Every test here runs twice: with the Linux fast paths, and with FAULTLINE_PORTABLE=1, which forces the
-    portable path of every platform concern (the code a Mac runs; docs/PORTABILITY.md)."""
-    env = {"FAULTLINE_PORTABLE": "1"} if request.param == "portable" else {"FAULTLINE_PORTABLE": "0"}
-
-    def start(*paths, args=()):
-        return start_faultline(*paths, args=args, env=env)
-
-    start.portable = request.param == "portable"
-    return start
+@pytest.fixture
+def start_faultline(start_faultline_both_paths):
+    """Every test here runs twice: with the Linux fast paths and with the portable ones (conftest.py)."""
+    return start_faultline_both_paths
 
 DEADLINE_S = 5.0
 
@@ -83,7 +76,9 @@ def test_watch_applies_an_edit_within_a_second(start_faultline, tmp_path):
     server = start_faultline(folder, args=["--watch", "--quiet"])
     assert get(server, "/greeting").json() == {"say": "v1"}
     mechanism = "polling" if start_faultline.portable else "inotify"
-    assert stderr_lines_with(server, f"watching the scenario files ({mechanism})")
+    # Written on stderr after the listening line on stdout: wait for it rather than read at once.
+    wait_until(lambda: stderr_lines_with(server, f"watching the scenario files ({mechanism})"),
+               f"the server to say it watches by {mechanism}", timeout=2.0)
 
     started = time.monotonic()
     write_in_place(file, scenario("v2"))
