@@ -12,6 +12,8 @@ let package = Package(
     products: [
         .library(name: "Faultline", targets: ["Faultline"]),
         .library(name: "FaultlineCore", targets: ["FaultlineCore"]),
+        // The `.faultline(…)` Swift Testing trait: a server per test. Apart, so the library does not link Testing.
+        .library(name: "FaultlineTesting", targets: ["FaultlineTesting"]),
         .executable(name: "faultline", targets: ["faultline"]),
     ],
     targets: [
@@ -31,13 +33,14 @@ let package = Package(
             resources: [.embedInCode("Resources/openapi.json")]),
         // The executable `faultline`; its folder is named apart from the library's (`Sources/Faultline`), since a
         // case-insensitive file system (macOS's default) would make the two one folder.
+        .target(name: "FaultlineTesting", dependencies: ["Faultline"]),
         .executableTarget(name: "faultline", dependencies: ["Faultline"], path: "Sources/FaultlineCLI"),
         // Example URLSession clients, a careful one and a naive one, judged by the tests against the bundled scenarios.
         .target(name: "ExampleClients", path: "Examples/ExampleClients"),
         .testTarget(name: "FaultlineCoreTests", dependencies: ["FaultlineCore"]),
         // `scenarios` there links to the bundled scenarios/, so the README's sample finds them next to its source file.
         .testTarget(
-            name: "FaultlineTests", dependencies: ["Faultline", "FaultlineCore", "ExampleClients"],
+            name: "FaultlineTests", dependencies: ["Faultline", "FaultlineCore", "FaultlineTesting", "ExampleClients"],
             exclude: ["scenarios"]),
     ],
     swiftLanguageModes: [.v6]

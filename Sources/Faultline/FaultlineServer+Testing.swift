@@ -21,6 +21,9 @@ extension FaultlineServer {
         try self.init(configuration: configuration)
     }
 
+    /// The server the `.faultline(…)` Swift Testing trait (product `FaultlineTesting`) started for the running test.
+    @TaskLocal public static var current: FaultlineServer?
+
     /// Runs `body` with a server on 127.0.0.1, port 0, serving the scenario files or folders at `paths`, and
     /// always awaits the server's shutdown, whether `body` returns or throws. Relative paths are resolved against
     /// the folder of the source file that calls (`#filePath`), not the working directory, which under Xcode is
