@@ -12,6 +12,7 @@ let package = Package(
     products: [
         .library(name: "Faultline", targets: ["Faultline"]),
         .library(name: "FaultlineCore", targets: ["FaultlineCore"]),
+        .library(name: "FaultlineClient", targets: ["FaultlineClient"]),
         .executable(name: "faultline", targets: ["faultline"]),
     ],
     targets: [
@@ -24,10 +25,14 @@ let package = Package(
         ),
         // Pure Swift: parser, scenarios, engine, journal. No sockets, no libevent.
         .target(name: "FaultlineCore"),
+        // The remote control of a running server (`FaultlineRemote`, `FaultlineControl`, `Report`, the typed
+        // admin answers): Foundation (FoundationNetworking on Linux) and FaultlineCore only, no libevent, so an iOS
+        // simulator test bundle can link it to drive a `faultline serve` on the Mac host.
+        .target(name: "FaultlineClient", dependencies: ["FaultlineCore"]),
         // The admin API's OpenAPI document is compiled into the binary as bytes (`PackageResources.openapi_json`):
         // served at `/__faultline/openapi.json` with no file needed at run time. docs/openapi.json links to it.
         .target(
-            name: "Faultline", dependencies: ["FaultlineCore", "CLibevent"],
+            name: "Faultline", dependencies: ["FaultlineCore", "FaultlineClient", "CLibevent"],
             resources: [.embedInCode("Resources/openapi.json")]),
         // The executable `faultline`; its folder is named apart from the library's (`Sources/Faultline`), since a
         // case-insensitive file system (macOS's default) would make the two one folder.
@@ -37,7 +42,7 @@ let package = Package(
         .testTarget(name: "FaultlineCoreTests", dependencies: ["FaultlineCore"]),
         // `scenarios` there links to the bundled scenarios/, so the README's sample finds them next to its source file.
         .testTarget(
-            name: "FaultlineTests", dependencies: ["Faultline", "FaultlineCore", "ExampleClients"],
+            name: "FaultlineTests", dependencies: ["Faultline", "FaultlineCore", "FaultlineClient", "ExampleClients"],
             exclude: ["scenarios"]),
     ],
     swiftLanguageModes: [.v6]
