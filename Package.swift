@@ -8,7 +8,9 @@ let package = Package(
     name: "Faultline",
     // macOS 15: the loop's cross-thread queue uses `Mutex` (Synchronization). Linux is tested; macOS is built to
     // run, not yet tested here (docs/PORTABILITY.md).
-    platforms: [.macOS(.v15)],
+    // iOS 16: for FaultlineClient in a simulator test bundle (`Duration` in its API); only FaultlineCore and
+    // FaultlineClient are meant to build for iOS, and that is not tested yet (docs/PORTABILITY.md).
+    platforms: [.macOS(.v15), .iOS(.v16)],
     products: [
         .library(name: "Faultline", targets: ["Faultline"]),
         .library(name: "FaultlineCore", targets: ["FaultlineCore"]),
