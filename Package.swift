@@ -8,12 +8,15 @@ let package = Package(
     name: "Faultline",
     // macOS 15: the loop's cross-thread queue uses `Mutex` (Synchronization). Linux is tested; macOS is built to
     // run, not yet tested here (docs/PORTABILITY.md).
-    platforms: [.macOS(.v15)],
+    // iOS 16: for FaultlineClient in a simulator test bundle (`Duration` in its API); only FaultlineCore and
+    // FaultlineClient are meant to build for iOS, and that is not tested yet (docs/PORTABILITY.md).
+    platforms: [.macOS(.v15), .iOS(.v16)],
     products: [
         .library(name: "Faultline", targets: ["Faultline"]),
         .library(name: "FaultlineCore", targets: ["FaultlineCore"]),
         // The `.faultline(…)` Swift Testing trait: a server per test. Apart, so the library does not link Testing.
         .library(name: "FaultlineTesting", targets: ["FaultlineTesting"]),
+        .library(name: "FaultlineClient", targets: ["FaultlineClient"]),
         .executable(name: "faultline", targets: ["faultline"]),
     ],
     targets: [
@@ -26,10 +29,14 @@ let package = Package(
         ),
         // Pure Swift: parser, scenarios, engine, journal. No sockets, no libevent.
         .target(name: "FaultlineCore"),
+        // The remote control of a running server (`FaultlineRemote`, `FaultlineControl`, `Report`, the typed
+        // admin answers): Foundation (FoundationNetworking on Linux) and FaultlineCore only, no libevent, so an iOS
+        // simulator test bundle can link it to drive a `faultline serve` on the Mac host.
+        .target(name: "FaultlineClient", dependencies: ["FaultlineCore"]),
         // The admin API's OpenAPI document is compiled into the binary as bytes (`PackageResources.openapi_json`):
         // served at `/__faultline/openapi.json` with no file needed at run time. docs/openapi.json links to it.
         .target(
-            name: "Faultline", dependencies: ["FaultlineCore", "CLibevent"],
+            name: "Faultline", dependencies: ["FaultlineCore", "FaultlineClient", "CLibevent"],
             resources: [.embedInCode("Resources/openapi.json")]),
         // The executable `faultline`; its folder is named apart from the library's (`Sources/Faultline`), since a
         // case-insensitive file system (macOS's default) would make the two one folder.
@@ -40,7 +47,8 @@ let package = Package(
         .testTarget(name: "FaultlineCoreTests", dependencies: ["FaultlineCore"]),
         // `scenarios` there links to the bundled scenarios/, so the README's sample finds them next to its source file.
         .testTarget(
-            name: "FaultlineTests", dependencies: ["Faultline", "FaultlineCore", "FaultlineTesting", "ExampleClients"],
+            name: "FaultlineTests",
+            dependencies: ["Faultline", "FaultlineCore", "FaultlineClient", "FaultlineTesting", "ExampleClients"],
             exclude: ["scenarios"]),
     ],
     swiftLanguageModes: [.v6]

@@ -3,16 +3,8 @@ import Foundation
 
 /// The parts of the Swift API a test asserts with: waiting for requests, the policy state, the verdicts.
 extension FaultlineServer {
-    /// `waitForRequests` gave up: the condition did not hold in time. `seen` is what matched by then.
-    public struct WaitTimeout: Error, CustomStringConvertible {
-        public var wanted: Int
-        public var seen: [JournalEntry]
-        public var description: String {
-            "waited for \(wanted) matching request(s), saw \(seen.count)" + (seen.isEmpty ? "" : ": ")
-                + seen.map { "#\($0.sequence) \($0.method ?? "?") \($0.path ?? $0.requestLine) → \($0.status.map(String.init) ?? "-")" }
-                    .joined(separator: ", ")
-        }
-    }
+    /// `waitForRequests` gave up: the condition did not hold in time (the same type `FaultlineRemote` throws).
+    public typealias WaitTimeout = FaultlineRemote.WaitTimeout
 
     /// Starts a server on 127.0.0.1, port 0, serving the scenario files or folders at `paths`.
     public convenience init(scenarioPaths paths: [String]) throws {
@@ -88,9 +80,20 @@ extension FaultlineServer {
         return result.entries
     }
 
-    /// `GET /__faultline/state`: tokens, refresh counts, buckets, Retry-After judgements, idempotency records.
-    public func state() async -> JSONValue {
+    /// `GET /__faultline/state`, typed: tokens, refresh counts, buckets, Retry-After judgements, idempotency
+    /// records, side effects.
+    public func state() async throws -> PolicyState {
+        try PolicyState(json: await stateJSON())
+    }
+
+    /// `GET /__faultline/state` as the admin API sends it.
+    public func stateJSON() async -> JSONValue {
         await loop.submit { [core] in core.engine.stateJSON(now: core.now()) }
+    }
+
+    /// How many journal entries match `filter`, as `GET /__faultline/requests/count` counts them.
+    public func count(_ filter: JournalFilter = JournalFilter()) async -> Int {
+        await loop.submit { [core] in core.journal.count(filter) }
     }
 
     /// The verdicts of every loaded scenario's `expect`, as `GET /__faultline/report` gives them.
@@ -102,69 +105,6 @@ extension FaultlineServer {
     /// The counters of the journal: exact even after eviction.
     public func journalCounters() async -> JSONValue {
         await loop.submit { [core] in core.journal.countersJSON() }
-    }
-}
-
-/// The verdicts, typed for assertions: `#expect(await server.report().passed)`.
-public struct Report: Sendable, CustomStringConvertible {
-    public struct Entry: Sendable {
-        public var scenario: String
-        public var rule: String
-        public var passed: Bool
-        public var explanation: String
-        public var evidence: [Int]
-        /// `.inconclusive` when there were too few samples to judge (then `passed` is true).
-        public var outcome: Outcome = .pass
-    }
-
-    /// A verdict's (or the report's) state: `passed` is false exactly when it is `.fail`.
-    public enum Outcome: String, Sendable {
-        case pass, fail, inconclusive
-    }
-
-    /// True unless a verdict failed; inconclusive verdicts do not fail the report.
-    public var passed: Bool
-    /// `.fail` if a verdict failed, else `.inconclusive` if one was inconclusive, else `.pass`.
-    public var outcome: Outcome
-    public var verdicts: [Entry]
-    /// The report as the admin API sends it.
-    public var json: JSONValue
-
-    init(_ json: JSONValue) {
-        self.json = json
-        if case .bool(let flag)? = json["passed"] { passed = flag } else { passed = false }
-        func state(_ value: JSONValue?, passed: Bool) -> Outcome {
-            if case .string(let text)? = value, let outcome = Outcome(rawValue: text) { return outcome }
-            return passed ? .pass : .fail
-        }
-        outcome = state(json["outcome"], passed: passed)
-        var entries: [Entry] = []
-        if case .array(let items)? = json["verdicts"] {
-            for item in items {
-                func text(_ key: String) -> String { if case .string(let value)? = item[key] { return value }; return "" }
-                var evidence: [Int] = []
-                if case .array(let numbers)? = item["evidence"] {
-                    evidence = numbers.compactMap { if case .number(let n) = $0 { return Int(n) }; return nil }
-                }
-                let ok: Bool
-                if case .bool(let flag)? = item["passed"] { ok = flag } else { ok = false }
-                entries.append(Entry(scenario: text("scenario"), rule: text("rule"), passed: ok,
-                                     explanation: text("explanation"), evidence: evidence,
-                                     outcome: state(item["outcome"], passed: ok)))
-            }
-        }
-        verdicts = entries
-    }
-
-    /// The rules that failed.
-    public var failed: [Entry] { verdicts.filter { !$0.passed } }
-
-    /// The rules there were too few samples to judge.
-    public var inconclusive: [Entry] { verdicts.filter { $0.outcome == .inconclusive } }
-
-    public var description: String {
-        verdicts.map { "\($0.outcome == .inconclusive ? "INCONCLUSIVE" : $0.passed ? "PASS" : "FAIL") \($0.scenario)/\($0.rule): \($0.explanation)" }
-            .joined(separator: "\n")
     }
 }
 

@@ -31,8 +31,9 @@ import FoundationNetworking
         #expect(!report.passed)
         #expect(report.failed.map(\.rule) == ["honorsRetryAfter"])
         #expect(report.failed.first?.evidence == [1, 2])
-        let state = await server.state()
-        #expect(state["retryAfter"]?["early"] == .int(1))
+        let state = try await server.state()
+        #expect(state.retryAfter.early == 1)
+        #expect(await server.stateJSON()["retryAfter"]?["early"] == .int(1))
     }
 
     @Test func reloadScenarioFilesServesTheEditedFile() async throws {
