@@ -7,8 +7,15 @@ extension FaultlineServer {
     public typealias WaitTimeout = FaultlineRemote.WaitTimeout
 
     /// Starts a server on 127.0.0.1, port 0, serving the scenario files or folders at `paths`.
-    public convenience init(scenarioPaths paths: [String]) throws {
-        var configuration = Configuration(scenarios: try ScenarioLoader.load(paths: paths))
+    /// Throws `ServerError.scenarios` when the files do not load, like every initialiser here: one typed error.
+    public convenience init(scenarioPaths paths: [String]) throws(ServerError) {
+        let scenarios: [Scenario]
+        do {
+            scenarios = try ScenarioLoader.load(paths: paths)
+        } catch {
+            throw .scenarios(error)
+        }
+        var configuration = Configuration(scenarios: scenarios)
         configuration.scenarioPaths = paths
         try self.init(configuration: configuration)
     }

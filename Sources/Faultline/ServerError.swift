@@ -1,3 +1,4 @@
+import FaultlineCore
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -12,12 +13,15 @@ public enum ServerError: Error, Sendable, Equatable, CustomStringConvertible {
     case system(call: String, errno: Int32)
     /// The address to listen on could not be used.
     case cannotListen(host: String, port: Int, reason: String)
+    /// The scenario files the server was to serve did not load: every problem, with file and JSON path.
+    case scenarios(ScenarioLoadError)
 
     public var description: String {
         switch self {
         case .libevent(let call): return "libevent: \(call) failed"
         case .system(let call, let code): return "\(call): \(String(cString: strerror(code)))"
         case .cannotListen(let host, let port, let reason): return "cannot listen on \(host):\(port): \(reason)"
+        case .scenarios(let error): return "the scenario files did not load: \(error)"
         }
     }
 }

@@ -131,4 +131,16 @@ import FoundationNetworking
         #expect(FaultlineServer.resolve("s.json", relativeTo: "/a/b/T.swift") == "/a/b/s.json")
         #expect(FaultlineServer.resolve("/abs/s.json", relativeTo: "/a/b/T.swift") == "/abs/s.json")
     }
+
+    @Test func scenarioFilesThatDoNotLoadAreATypedServerError() {
+        do {
+            _ = try FaultlineServer(scenarioPaths: ["/nonexistent/scenarios.json"])
+            Issue.record("a server started without its scenarios")
+        } catch {
+            // `error` is a ServerError: the initialisers throw one typed error.
+            guard case .scenarios(let problems) = error else { Issue.record("\(error)"); return }
+            #expect(!problems.errors.isEmpty)
+            #expect(error.description.hasPrefix("the scenario files did not load: "))
+        }
+    }
 }
