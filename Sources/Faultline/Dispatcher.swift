@@ -49,17 +49,7 @@ final class Dispatcher {
                 : core.now(),
             connection: connection.id, connectionOpenedAt: connection.openedAtMilliseconds)
         var entry = Self.entry(context, connection, head: request.head, body: request.body)
-        entry.scenario = decision.scenario
-        entry.scenarioVersion = decision.scenarioVersion
-        entry.route = decision.route
-        entry.answeredBy = decision.answeredBy
-        entry.step = decision.step
-        entry.unmatched = decision.unmatched
-        entry.status = decision.script.status
-        entry.fault = decision.script.fault
-        entry.chaos = decision.chaos
-        entry.notes = decision.notes
-        entry.policyClose = decision.script.policyClose
+        entry.record(decision)
         let exchange = Exchange(
             sequence: core.record(consume entry), script: decision.script, clientWantsClose: clientWantsClose)
         exchange.engineCompletion = decision.completion

@@ -118,8 +118,9 @@ final class ServerCore: @unchecked Sendable {
     private func accepted(fd: Int32, address: UnsafeMutablePointer<sockaddr>?, length: Int32) {
         let id = nextConnectionID
         nextConnectionID += 1
-        let info = ConnectionInfo(id: id, clientAddress: Self.describe(address))
-        let transport = TCPTransport(fd: fd, peerAddress: info.clientAddress, loop: loop, scratch: readScratch)
+        let transport = TCPTransport(fd: fd, peerAddress: Self.describe(address), loop: loop, scratch: readScratch)
+        // The journal's client address is the transport's peer: one source, whatever the transport (TLS next).
+        let info = ConnectionInfo(id: id, clientAddress: transport.peerAddress)
         let connection = Connection(info: info, transport: transport, server: self)
         connections[id] = connection
     }

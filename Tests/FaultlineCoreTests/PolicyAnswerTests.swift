@@ -18,14 +18,7 @@ import Testing
             sequence: sequence, receivedAtWall: 0, receivedAtMonotonicNanos: UInt64(sequence) * 1_000_000_000,
             connectionID: 1, indexOnConnection: 0, clientAddress: "127.0.0.1:1", head: request.head, body: request.body,
             bodySize: request.body.count)
-        entry.scenario = decision.scenario
-        entry.scenarioVersion = decision.scenarioVersion
-        entry.route = decision.route
-        entry.answeredBy = decision.answeredBy
-        entry.step = decision.step
-        entry.unmatched = decision.unmatched
-        entry.status = decision.script.status
-        entry.notes = decision.notes
+        entry.record(decision)
         entry.outcome = .completed
         return entry
     }

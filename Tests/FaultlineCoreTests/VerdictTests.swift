@@ -29,9 +29,7 @@ import Testing
             var entry = JournalEntry(
                 receivedAtWall: 0, receivedAtMonotonicNanos: request.ms * 1_000_000, connectionID: 1,
                 indexOnConnection: 0, clientAddress: "t", head: http.head, body: http.body, bodySize: http.body.count)
-            entry.route = decision.route
-            entry.status = decision.script.status
-            entry.notes = decision.notes
+            entry.record(decision)
             journal.record(entry)
             if let completion = decision.completion { engine.finish(completion, now: now) }
         }

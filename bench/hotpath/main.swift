@@ -35,12 +35,7 @@ struct HotPath {
                 let decision = engine.decide(
                     request, requestID: journal.nextSequence, connectionRequestIndex: index, client: "127.0.0.1",
                     now: EngineInstant(monotonicMilliseconds: UInt64(index), wallSeconds: 0), connection: 1)
-                entry.scenario = decision.scenario
-                entry.scenarioVersion = decision.scenarioVersion
-                entry.route = decision.route
-                entry.step = decision.step
-                entry.status = decision.script.status
-                entry.notes = decision.notes
+                entry.record(decision)
                 let sequence = journal.record(consume entry)
                 // What the HTTP/1.1 codec does with the script: render its steps into one reused output buffer.
                 var renderer = HTTP1Renderer()
@@ -121,12 +116,7 @@ final class BenchIO: HTTP1ConnectionIO {
             receivedAtWall: context.arrival.wall, receivedAtMonotonicNanos: context.arrival.monotonicNanos,
             connectionID: 1, indexOnConnection: context.indexOnConnection, clientAddress: "127.0.0.1:40000",
             head: request.head, body: request.body, bodySize: request.body.count)
-        entry.scenario = decision.scenario
-        entry.scenarioVersion = decision.scenarioVersion
-        entry.route = decision.route
-        entry.step = decision.step
-        entry.status = decision.script.status
-        entry.notes = decision.notes
+        entry.record(decision)
         let exchange = Exchange(sequence: journal.record(consume entry), script: decision.script)
         return exchange
     }
