@@ -13,7 +13,7 @@ import subprocess
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -133,7 +133,8 @@ def test_urllib3_retry_waits_out_http_date_retry_after(start_faultline):
     entries = [e for e in server.journal(path="/search-api/v1/export") if request_header(e, "X-Api-Key") == "key-a"]
     assert statuses(entries) == [200, 429, 200]
     limited, retried = entries[1], entries[2]
-    date_wait_ms = (date - wall(limited)).total_seconds() * 1000
+    # Exact milliseconds: both times are whole milliseconds, and float seconds × 1000 can land a hair under.
+    date_wait_ms = (date - wall(limited)) // timedelta(milliseconds=1)
     assert 0 < date_wait_ms <= 3000, f"the date is {date_wait_ms} ms after the 429 (the bucket refills in 2 s)"
     assert wall(retried) >= date, f"retry at {retried['receivedAt']}, before the advertised {retry_after}"
 
