@@ -27,6 +27,14 @@ let package = Package(
             pkgConfig: "libevent",
             providers: [.apt(["libevent-dev"]), .brew(["libevent"])]
         ),
+        // OpenSSL 3 from Debian's libssl-dev or Homebrew's openssl@3 (keg-only: SwiftPM adds the brew prefix's
+        // pkgconfig folder for a brew provider), found through pkg-config. Only the Faultline target imports it:
+        // the TLS transport and the certificate authority.
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]
+        ),
         // Pure Swift: parser, scenarios, engine, journal. No sockets, no libevent.
         .target(name: "FaultlineCore"),
         // The remote control of a running server (`FaultlineRemote`, `FaultlineControl`, `Report`, the typed
@@ -36,7 +44,7 @@ let package = Package(
         // The admin API's OpenAPI document is compiled into the binary as bytes (`PackageResources.openapi_json`):
         // served at `/__faultline/openapi.json` with no file needed at run time. docs/openapi.json links to it.
         .target(
-            name: "Faultline", dependencies: ["FaultlineCore", "FaultlineClient", "CLibevent"],
+            name: "Faultline", dependencies: ["FaultlineCore", "FaultlineClient", "CLibevent", "COpenSSL"],
             resources: [.embedInCode("Resources/openapi.json")]),
         // The executable `faultline`; its folder is named apart from the library's (`Sources/Faultline`), since a
         // case-insensitive file system (macOS's default) would make the two one folder.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what building and testing Faultline needs on Debian (apt) or macOS (Homebrew), only when it is missing:
-#   libevent-dev (the server), curl (live tests), golang-go (Tests/Python/test_faults.py builds a Go net/http
+#   libevent-dev and libssl-dev (the server; OpenSSL 3 for TLS), openssl (the CLI, for TLS tests), curl (live tests), golang-go (Tests/Python/test_faults.py builds a Go net/http
 #   client), Python's requests + pytest + jsonschema (client and schema tests) and schemathesis
 #   (Tests/Python/test_openapi.py fuzzes the admin API against docs/openapi.json).
 # Usage: scripts/ensure-deps.sh [build|test|bench|hotpath]
@@ -11,11 +11,13 @@ if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
 
 apt_packages=()
 pkg-config --exists libevent 2>/dev/null || apt_packages+=(libevent-dev pkg-config)
+pkg-config --exists openssl 2>/dev/null || apt_packages+=(libssl-dev pkg-config)
 if [ "$need" != build ]; then
     command -v curl >/dev/null || apt_packages+=(curl)
 fi
 if [ "$need" = test ]; then
     command -v go >/dev/null || apt_packages+=(golang-go)
+    command -v openssl >/dev/null || apt_packages+=(openssl)
 fi
 if [ "$need" = bench ]; then
     command -v wrk >/dev/null || apt_packages+=(wrk)
@@ -28,6 +30,7 @@ if [ "$(uname)" = Darwin ]; then
     # Homebrew names for the same needs (docs/PORTABILITY.md: written for macOS, not yet run on one here).
     brew_packages=()
     pkg-config --exists libevent 2>/dev/null || brew_packages+=(libevent pkg-config)
+    brew list openssl@3 >/dev/null 2>&1 || brew_packages+=(openssl@3)
     if [ "$need" = test ]; then
         command -v go >/dev/null || brew_packages+=(go)
         command -v node >/dev/null || brew_packages+=(node)
