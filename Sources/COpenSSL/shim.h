@@ -16,6 +16,7 @@
 #include <openssl/rsa.h>
 #include <openssl/ec.h>
 #include <openssl/core_names.h>
+#include <string.h>
 
 // MARK: - SSL_CTX and SSL settings
 
@@ -54,6 +55,13 @@ static inline int faultline_sk_X509_num(const STACK_OF(X509) *stack) { return sk
 static inline X509 *faultline_sk_X509_value(const STACK_OF(X509) *stack, int index) { return sk_X509_value(stack, index); }
 static inline void faultline_sk_X509_free(STACK_OF(X509) *stack) { sk_X509_free(stack); }
 static inline void faultline_sk_X509_pop_free(STACK_OF(X509) *stack) { sk_X509_pop_free(stack, X509_free); }
+
+// MARK: - Keys
+
+/// A fresh P-256 (prime256v1) key; EVP_EC_gen is a macro over the variadic EVP_PKEY_Q_keygen.
+static inline EVP_PKEY *faultline_EVP_EC_gen_P256(void) { return EVP_EC_gen("P-256"); }
+/// A fresh RSA key of `bits` bits; EVP_RSA_gen is a macro over the variadic EVP_PKEY_Q_keygen.
+static inline EVP_PKEY *faultline_EVP_RSA_gen(unsigned int bits) { return EVP_RSA_gen(bits); }
 
 // MARK: - Memory
 

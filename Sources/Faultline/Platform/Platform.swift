@@ -24,6 +24,27 @@ enum Platform {
         return false
         #endif
     }
+
+    /// The current user's cache folder: `~/Library/Caches` on macOS; elsewhere `$XDG_CACHE_HOME` when it is an
+    /// absolute path (XDG Base Directory Specification: a relative one is to be ignored), else `~/.cache`. The home
+    /// folder is `$HOME`, or the password database's entry when `HOME` is unset.
+    static func userCacheDirectory() -> String {
+        #if os(macOS)
+        return homeDirectory() + "/Library/Caches"
+        #else
+        if let value = getenv("XDG_CACHE_HOME"), case let path = String(cString: value), path.hasPrefix("/") {
+            return path
+        }
+        return homeDirectory() + "/.cache"
+        #endif
+    }
+
+    /// `$HOME`, else the home folder in the password database, else `/tmp` (a user with neither has nowhere better).
+    private static func homeDirectory() -> String {
+        if let value = getenv("HOME"), value.pointee != 0 { return String(cString: value) }
+        if let entry = getpwuid(getuid()), let directory = entry.pointee.pw_dir { return String(cString: directory) }
+        return "/tmp"
+    }
 }
 
 /// POSIX calls by a name that no type's method shadows (a class with a `close()` method cannot call the C

@@ -1,0 +1,38 @@
+import COpenSSL
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Why the certificate authority or a certificate given on the command line could not be used. The message names
+/// the file or folder concerned and, for an OpenSSL failure, every reason OpenSSL queued for it.
+public struct TLSSetupError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What went wrong, for a person: the path, the call, and the reason.
+    public var message: String
+
+    public var description: String { message }
+
+    init(_ message: String) {
+        self.message = message
+    }
+
+    /// `context`, followed by OpenSSL's queued errors for this thread, which are drained so that the next failure
+    /// does not report them again.
+    static func openSSL(_ context: String) -> TLSSetupError {
+        var reasons: [String] = []
+        while true {
+            let code = ERR_get_error()
+            if code == 0 { break }
+            var buffer = [CChar](repeating: 0, count: 256)
+            ERR_error_string_n(code, &buffer, buffer.count)
+            reasons.append(buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
+        }
+        return TLSSetupError(reasons.isEmpty ? context : "\(context): \(reasons.joined(separator: "; "))")
+    }
+
+    /// A system call on `path` failed with `code` (an errno value).
+    static func system(_ call: String, _ path: String, _ code: Int32) -> TLSSetupError {
+        TLSSetupError("\(call) \(path): \(String(cString: strerror(code)))")
+    }
+}
