@@ -67,4 +67,17 @@ static inline EVP_PKEY *faultline_EVP_RSA_gen(unsigned int bits) { return EVP_RS
 
 static inline void faultline_OPENSSL_free(void *pointer) { OPENSSL_free(pointer); }
 
+// MARK: - The TLS transport (memory BIOs)
+
+// Option bits and print flags OpenSSL composes in macros Swift cannot import.
+static inline uint64_t faultline_SSL_OP_NO_TICKET(void) { return SSL_OP_NO_TICKET; }
+static inline uint64_t faultline_SSL_OP_NO_RENEGOTIATION(void) { return SSL_OP_NO_RENEGOTIATION; }
+static inline uint64_t faultline_SSL_OP_CIPHER_SERVER_PREFERENCE(void) { return SSL_OP_CIPHER_SERVER_PREFERENCE; }
+static inline uint64_t faultline_SSL_OP_NO_COMPRESSION(void) { return SSL_OP_NO_COMPRESSION; }
+static inline unsigned long faultline_XN_FLAG_RFC2253(void) { return XN_FLAG_RFC2253; }
+
+static inline int faultline_BIO_reset(BIO *bio) { return BIO_reset(bio); }
+static inline int faultline_SSL_set_app_data(SSL *ssl, void *data) { return SSL_set_ex_data(ssl, 0, data); }
+static inline void *faultline_SSL_get_app_data(const SSL *ssl) { return SSL_get_ex_data(ssl, 0); }
+
 #endif

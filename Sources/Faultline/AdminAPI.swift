@@ -21,7 +21,7 @@ final class AdminAPI {
 
     static let endpoints: [(method: String, path: String, summary: String)] = [
         ("GET", "/__faultline/health", "liveness, version, counters"),
-        ("GET", "/__faultline/requests", "journal entries; filters: route, method, path, status, since, matched, malformed, completed, limit"),
+        ("GET", "/__faultline/requests", "journal entries; filters: route, method, path, status, since, matched, malformed, completed, connection, limit"),
         ("GET", "/__faultline/requests.har", "the journal as an HTTP Archive (HAR 1.2); the same filters as /requests"),
         ("GET", "/__faultline/requests/count", "number of journal entries matching the same filters"),
         ("GET", "/__faultline/requests/wait", "long-poll until count=N entries match the filters, or timeoutMs passes"),
@@ -308,10 +308,12 @@ final class AdminAPI {
             return value
         }
         func bool(_ name: String) throws(BadFilter) -> Bool? { try flag(name, from: param) }
-        return JournalFilter(
+        var filter = JournalFilter(
             route: param("route"), method: param("method"), path: param("path"), status: try int("status"),
             since: try int("since"), matched: try bool("matched"), malformed: try bool("malformed"),
             completed: try bool("completed"))
+        filter.connection = try bool("connection")
+        return filter
     }
 
     /// A boolean query parameter: `true`/`1` or `false`/`0`; nil when absent.

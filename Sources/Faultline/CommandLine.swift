@@ -27,6 +27,10 @@ package struct ServeOptions: Equatable, Sendable {
     package var requestLog: RequestLogFormat? = .text
     /// Reload the scenario files when they change (inotify).
     package var watch = false
+    /// Serve HTTPS too (`--tls-port`); nil for plain HTTP only.
+    package var tls: TLSOptions?
+    /// Also write the bound TLS port to this file.
+    package var tlsPortFile: String?
 
     package init() {}
 }
@@ -165,6 +169,9 @@ private func integer(
 /// order does not matter.
 struct ServeParse {
     var options = ServeOptions()
+    /// The TLS options given; they take effect with `--tls-port`.
+    var tls = TLSOptions()
+    var tlsRequested = false
     var quiet = false
     var format = RequestLogFormat.text
 }
@@ -226,6 +233,37 @@ package enum FaultlineCommandLine {
                 reload the scenario files when one is saved, renamed or removed; a file that fails to load is \
                 reported and the previous scenarios keep serving
                 """) { parse, _ in parse.options.watch = true },
+            OptionSpec(["--tls-port"], value: "N", """
+                serve HTTPS on port N too (0: a free port); the second line on stdout is "listening on \
+                https://HOST:PORT"
+                """) { (parse: inout ServeParse, text: String) throws(CommandLineError) in
+                parse.tls.port = try integer("serve", "--tls-port", text, 0...65535)
+                parse.tlsRequested = true
+            },
+            OptionSpec(["--tls-port-file"], value: "F", "also write the bound TLS port to F") {
+                parse, text in parse.options.tlsPortFile = text
+            },
+            OptionSpec(["--tls-dir"], value: "DIR", """
+                the certificate authority's folder (default ~/.cache/faultline/tls; created 0700, refused when \
+                others can write to it)
+                """) { parse, text in parse.tls.directory = text },
+            OptionSpec(["--tls-certificate"], value: "NAME", """
+                the catalogue certificate served by default: valid (default), expired, not-yet-valid, \
+                wrong-host, self-signed, untrusted-root, incomplete-chain, expired-intermediate, cn-only, \
+                no-server-auth-eku, too-long-validity, weak-key, rotated
+                """) { (parse: inout ServeParse, text: String) throws(CommandLineError) in
+                guard let name = TLSCertificateName(rawValue: text) else {
+                    throw CommandLineError(message: "serve: --tls-certificate must be one of "
+                        + TLSCertificateName.allCases.map(\.rawValue).joined(separator: ", ") + "; got \"\(text)\"")
+                }
+                parse.tls.certificate = name
+            },
+            OptionSpec(["--tls-cert-file"], value: "F", "serve your own certificate (PEM: leaf, then chain) instead; needs --tls-key-file") {
+                parse, text in parse.tls.certificateFile = text
+            },
+            OptionSpec(["--tls-key-file"], value: "F", "the private key (PEM) of --tls-cert-file") {
+                parse, text in parse.tls.keyFile = text
+            },
         ],
         positional: { parse, path in parse.options.paths.append(path) })
 
@@ -321,6 +359,14 @@ package enum FaultlineCommandLine {
             var parse = ServeParse()
             guard try serve.parse(rest, into: &parse) else { return .help(topic: "serve") }
             parse.options.requestLog = parse.quiet ? nil : parse.format
+            if parse.tlsRequested {
+                if (parse.tls.certificateFile == nil) != (parse.tls.keyFile == nil) {
+                    throw CommandLineError(message: "serve: --tls-cert-file and --tls-key-file go together")
+                }
+                parse.options.tls = parse.tls
+            } else if parse.tls != TLSOptions() || parse.options.tlsPortFile != nil {
+                throw CommandLineError(message: "serve: the --tls-… options need --tls-port")
+            }
             return .serve(parse.options)
         case "validate":
             var paths: [String] = []

@@ -4,6 +4,8 @@ import FaultlineCore
 struct ConnectionInfo {
     let id: Int
     let clientAddress: String
+    /// The connection's TLS once its handshake completed; nil on the plain port.
+    var tls: TLSSummary?
     /// The client's address without its port: what a per-client rate limit counts.
     let clientHost: String
     /// Monotonic ms at accept: a request on a connection opened after a 429 went out is a follow-up of it.
@@ -58,8 +60,13 @@ final class Dispatcher {
 
     /// A request that is not valid HTTP: journaled as malformed, answered with its status and a close.
     func reject(_ error: HTTPParseError, _ context: RequestContext, on connection: ConnectionInfo) -> Exchange {
-        var entry = Self.entry(context, connection, head: error.head, rawRequestLine: error.requestLinePrefix,
-                               malformed: error.reason)
+        // A TLS record (22 = handshake, then major version 3) where HTTP was expected: say so, not "bad method".
+        let isTLS = error.requestLinePrefix.utf8.starts(with: [0x16, 0x03])
+        var entry = Self.entry(
+            context, connection, head: error.head,
+            rawRequestLine: isTLS ? "(a TLS ClientHello)" : error.requestLinePrefix,
+            malformed: isTLS && connection.tls == nil
+                ? "a TLS handshake on the plain-HTTP port: use the TLS port (serve --tls-port)" : error.reason)
         entry.status = error.status
         let body: JSONValue = .object([
             ("error", .string(HTTPStatus.reasonPhrase(error.status))),
@@ -122,10 +129,33 @@ final class Dispatcher {
         _ context: RequestContext, _ connection: ConnectionInfo, head: HTTPRequestHead?, body: [UInt8] = [],
         rawRequestLine: String? = nil, malformed: String? = nil
     ) -> JournalEntry {
-        JournalEntry(
+        var entry = JournalEntry(
             receivedAtWall: context.arrival.wall, receivedAtMonotonicNanos: context.arrival.monotonicNanos,
             connectionID: connection.id, indexOnConnection: context.indexOnConnection,
             clientAddress: connection.clientAddress, head: head, rawRequestLine: rawRequestLine, body: body,
             bodySize: body.count, malformed: malformed)
+        if let tls = connection.tls { entry.tls = tls }
+        return entry
+    }
+
+    /// A TLS connection that produced no request: its handshake failed, hung, timed out, or completed and the
+    /// client left without asking anything. "The client tried three times and gave up" is three of these.
+    func journalConnection(_ connection: ConnectionInfo, _ tls: TLSSummary, acceptedAt: Arrival) {
+        var entry = JournalEntry(
+            receivedAtWall: acceptedAt.wall, receivedAtMonotonicNanos: acceptedAt.monotonicNanos,
+            connectionID: connection.id, indexOnConnection: 0, clientAddress: connection.clientAddress, head: nil)
+        entry.isConnectionEntry = true
+        entry.tls = tls
+        entry.fault = tls.fault
+        entry.scenario = tls.scenario
+        entry.outcome = switch tls.handshake {
+        case .completed, .clientClosed: .clientClosed
+        case .resetSent: .resetSent
+        case .hangReleased: .hangReleased
+        case .pending: .cancelled
+        case .alertSent, .clientAlert, .timedOut, .notTLS, .failed: .rejected
+        }
+        entry.finishedAtMonotonicNanos = Clock.monotonicNanos()
+        core.record(entry)
     }
 }

@@ -41,6 +41,8 @@ public final class FaultlineServer: Sendable {
         public var scenarioPaths: [String] = []
         /// Told about every reload, on the loop thread (the CLI prints it on stderr).
         public var onReload: (@Sendable (ScenarioReload) -> Void)?
+        /// Serve HTTPS too, on a port of its own; nil for plain HTTP only.
+        public var tls: TLSOptions?
 
         public init(
             host: String = "127.0.0.1", port: Int = 0, scenarios: [Scenario] = [], journalCapacity: Int = 10_000,
@@ -67,9 +69,17 @@ public final class FaultlineServer: Sendable {
     public let port: Int
     public let host: String
 
+    /// The TLS port actually bound; nil without `Configuration.tls`.
+    public let tlsPort: Int?
+
     /// `http://HOST:PORT` for pointing a client at the stubs.
     public var baseURL: URL {
         URL(string: "http://\(host.contains(":") ? "[\(host)]" : host):\(port)")!
+    }
+
+    /// `https://HOST:PORT` of the TLS port; nil without `Configuration.tls`.
+    public var httpsURL: URL? {
+        tlsPort.map { URL(string: "https://\(host.contains(":") ? "[\(host)]" : host):\($0)")! }
     }
 
     /// Opens the journal file if one is configured, binds, then starts the loop thread. Throws when the file
@@ -81,6 +91,7 @@ public final class FaultlineServer: Sendable {
         if let format = configuration.requestLog { core.requestLog = RequestLog(format: format, loop: loop) }
         try core.listen()
         port = core.port
+        tlsPort = core.tlsPort
         host = configuration.host
         loop.start()
     }

@@ -20,6 +20,13 @@ final class ServerCore: @unchecked Sendable {
     /// The HTTP/1.1 connection rules' limits and timings, from the configuration.
     let http1Settings: HTTP1Settings
     private var listener: OpaquePointer?
+    private var tlsListener: OpaquePointer?
+    /// The TLS listener's OpenSSL context and certificate authority; nil without TLS.
+    private(set) var tlsContext: TLSServerContext?
+    /// The bound TLS port; nil without TLS.
+    private(set) var tlsPort: Int?
+    /// Where TLS transports put decrypted bytes; one per loop, reused by every read.
+    private(set) lazy var tlsScratch = ScratchBuffer()
     private var signalEvents: [OpaquePointer] = []
     @exclusivity(unchecked) private var connections: [Int: Connection] = [:]
     @exclusivity(unchecked) private var nextConnectionID = 1
@@ -46,17 +53,36 @@ final class ServerCore: @unchecked Sendable {
             parserLimits: configuration.parserLimits, headerTimeoutMilliseconds: configuration.headerTimeoutMilliseconds)
     }
 
-    /// Binds and listens. Runs before the loop thread starts, so touching libevent here is safe.
+    /// Binds and listens: the plain port, and the TLS port when TLS is configured. Runs before the loop thread
+    /// starts, so touching libevent here is safe.
     func listen() throws(ServerError) {
+        (listener, port) = try bind(port: configuration.port) { _, fd, address, length, context in
+            let core = Unmanaged<ServerCore>.fromOpaque(context!).takeUnretainedValue()
+            core.accepted(fd: fd, address: address, length: length, tls: false)
+        }
+        guard let tls = configuration.tls else { return }
+        do throws(TLSSetupError) {
+            tlsContext = try TLSEndpoint.context(for: tls, core: self)
+        } catch {
+            throw .tls(error.message)
+        }
+        (tlsListener, tlsPort) = try bind(port: tls.port) { _, fd, address, length, context in
+            let core = Unmanaged<ServerCore>.fromOpaque(context!).takeUnretainedValue()
+            core.accepted(fd: fd, address: address, length: length, tls: true)
+        }
+    }
+
+    /// One listening socket on the configured host.
+    private func bind(port requested: Int, _ callback: evconnlistener_cb) throws(ServerError) -> (OpaquePointer, Int) {
         var storage = sockaddr_storage()
         var length: Int32
-        let port = UInt16(clamping: configuration.port)
+        let port = UInt16(clamping: requested)
         if configuration.host.contains(":") {
             var address = sockaddr_in6()
             address.sin6_family = sa_family_t(AF_INET6)
             address.sin6_port = port.bigEndian
             guard inet_pton(AF_INET6, configuration.host, &address.sin6_addr) == 1 else {
-                throw .cannotListen(host: configuration.host, port: configuration.port, reason: "not a numeric IPv6 address")
+                throw .cannotListen(host: configuration.host, port: requested, reason: "not a numeric IPv6 address")
             }
             withUnsafeMutablePointer(to: &storage) {
                 $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee = address }
@@ -67,7 +93,7 @@ final class ServerCore: @unchecked Sendable {
             address.sin_family = sa_family_t(AF_INET)
             address.sin_port = port.bigEndian
             guard inet_pton(AF_INET, configuration.host, &address.sin_addr) == 1 else {
-                throw .cannotListen(host: configuration.host, port: configuration.port, reason: "not a numeric IPv4 address")
+                throw .cannotListen(host: configuration.host, port: requested, reason: "not a numeric IPv4 address")
             }
             withUnsafeMutablePointer(to: &storage) {
                 $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee = address }
@@ -76,53 +102,58 @@ final class ServerCore: @unchecked Sendable {
         }
         let context = Unmanaged.passUnretained(self).toOpaque()
         let flags = LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC
-        listener = withUnsafePointer(to: &storage) {
+        let bound = withUnsafePointer(to: &storage) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
-                evconnlistener_new_bind(loop.base, { _, fd, address, length, context in
-                    let core = Unmanaged<ServerCore>.fromOpaque(context!).takeUnretainedValue()
-                    core.accepted(fd: fd, address: address, length: length)
-                }, context, flags, 1024, address, length)
+                evconnlistener_new_bind(loop.base, callback, context, flags, 1024, address, length)
             }
         }
-        guard let listener else {
-            throw .cannotListen(host: configuration.host, port: configuration.port, reason: String(cString: strerror(errno)))
+        guard let bound else {
+            throw .cannotListen(host: configuration.host, port: requested, reason: String(cString: strerror(errno)))
         }
-        evconnlistener_set_error_cb(listener) { listener, context in
+        evconnlistener_set_error_cb(bound) { listener, context in
             // EMFILE and friends: pause accepting briefly instead of spinning on the error.
             let core = Unmanaged<ServerCore>.fromOpaque(context!).takeUnretainedValue()
             core.acceptFailed()
         }
-        var bound = sockaddr_storage()
-        var boundLength = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        withUnsafeMutablePointer(to: &bound) {
+        var address = sockaddr_storage()
+        var addressLength = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                _ = getsockname(evconnlistener_get_fd(listener), $0, &boundLength)
+                _ = getsockname(evconnlistener_get_fd(bound), $0, &addressLength)
             }
         }
-        self.port = Int(bound.ss_family == sa_family_t(AF_INET6)
-            ? withUnsafePointer(to: &bound) { $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin6_port) } }
-            : withUnsafePointer(to: &bound) { $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin_port) } })
+        let boundPort = Int(address.ss_family == sa_family_t(AF_INET6)
+            ? withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin6_port) } }
+            : withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin_port) } })
+        return (bound, boundPort)
     }
 
     private var acceptPause: LoopTimer?
 
     private func acceptFailed() {
-        guard let listener, acceptPause == nil else { return }
-        evconnlistener_disable(listener)
+        guard acceptPause == nil else { return }
+        for listener in [listener, tlsListener].compactMap({ $0 }) { evconnlistener_disable(listener) }
         acceptPause = LoopTimer(loop: loop, milliseconds: 100) { [unowned self] in
             acceptPause = nil
-            if let listener = self.listener, !isStopping { evconnlistener_enable(listener) }
+            guard !isStopping else { return }
+            for listener in [listener, tlsListener].compactMap({ $0 }) { evconnlistener_enable(listener) }
         }
     }
 
-    private func accepted(fd: Int32, address: UnsafeMutablePointer<sockaddr>?, length: Int32) {
+    private func accepted(fd: Int32, address: UnsafeMutablePointer<sockaddr>?, length: Int32, tls: Bool) {
         let id = nextConnectionID
         nextConnectionID += 1
-        let transport = TCPTransport(fd: fd, peerAddress: Self.describe(address), loop: loop, scratch: readScratch)
-        // The journal's client address is the transport's peer: one source, whatever the transport (TLS next).
-        let info = ConnectionInfo(id: id, clientAddress: transport.peerAddress)
-        let connection = Connection(info: info, transport: transport, server: self)
-        connections[id] = connection
+        let tcp = TCPTransport(fd: fd, peerAddress: Self.describe(address), loop: loop, scratch: readScratch)
+        // The journal's client address is the transport's peer: one source, whatever the transport.
+        let info = ConnectionInfo(id: id, clientAddress: tcp.peerAddress)
+        if tls, let tlsContext {
+            let transport = TLSTransport(
+                tcp: tcp, context: tlsContext, loop: loop, plaintext: tlsScratch,
+                handshakeTimeoutMilliseconds: configuration.headerTimeoutMilliseconds)
+            connections[id] = Connection(info: info, transport: transport, tls: transport, server: self)
+        } else {
+            connections[id] = Connection(info: info, transport: tcp, tls: nil, server: self)
+        }
     }
 
     /// Connections to close once nothing more urgent is ready (`HTTP1Connection.closeGracefully`, `LoopPriority`).
@@ -308,6 +339,8 @@ final class ServerCore: @unchecked Sendable {
         isStopping = true
         if let listener { evconnlistener_free(listener) }
         listener = nil
+        if let tlsListener { evconnlistener_free(tlsListener) }
+        tlsListener = nil
         acceptPause?.cancel()
         for event in signalEvents {
             event_del(event)

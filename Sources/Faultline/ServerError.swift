@@ -15,6 +15,8 @@ public enum ServerError: Error, Sendable, Equatable, CustomStringConvertible {
     case cannotListen(host: String, port: Int, reason: String)
     /// The scenario files the server was to serve did not load: every problem, with file and JSON path.
     case scenarios(ScenarioLoadError)
+    /// TLS could not be set up: the state folder, a certificate or key, OpenSSL. The message names the file.
+    case tls(String)
 
     public var description: String {
         switch self {
@@ -22,6 +24,7 @@ public enum ServerError: Error, Sendable, Equatable, CustomStringConvertible {
         case .system(let call, let code): return "\(call): \(String(cString: strerror(code)))"
         case .cannotListen(let host, let port, let reason): return "cannot listen on \(host):\(port): \(reason)"
         case .scenarios(let error): return "the scenario files did not load: \(error)"
+        case .tls(let message): return "TLS: \(message)"
         }
     }
 }

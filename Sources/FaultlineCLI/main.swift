@@ -68,6 +68,7 @@ case .serve(let options):
     configuration.journalFile = options.journalFile
     configuration.requestLog = options.requestLog
     configuration.scenarioPaths = paths
+    configuration.tls = options.tls
     configuration.onReload = { reload in
         FileHandle.standardError.write(Data("faultline: \(reload)\n".utf8))
     }
@@ -87,17 +88,20 @@ case .serve(let options):
             fail("cannot watch the scenario files: \(error)", code: 2)
         }
     }
-    if let portFile = options.portFile {
-        // Write then rename, so a test polling for the file never reads half of it.
+    /// Writes then renames, so a test polling for the file never reads half of it.
+    func writePortFile(_ portFile: String, _ port: Int) {
         let temporary = portFile + ".tmp-\(getpid())"
         do {
-            try Data("\(server.port)\n".utf8).write(to: URL(fileURLWithPath: temporary))
+            try Data("\(port)\n".utf8).write(to: URL(fileURLWithPath: temporary))
             guard rename(temporary, portFile) == 0 else { throw CocoaError(.fileWriteUnknown) }
         } catch {
             fail("cannot write port file \(portFile)", code: 2)
         }
     }
+    if let portFile = options.portFile { writePortFile(portFile, server.port) }
+    if let portFile = options.tlsPortFile, let port = server.tlsPort { writePortFile(portFile, port) }
     print("listening on \(server.baseURL.absoluteString)")
+    if let httpsURL = server.httpsURL { print("listening on \(httpsURL.absoluteString)") }
     // stdout is a pipe when a test suite starts us: flush so the first line arrives now, not at exit.
     fflush(nil)
     let routes = scenarios.reduce(0) { $0 + $1.routes.count }

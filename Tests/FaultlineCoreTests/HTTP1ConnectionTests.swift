@@ -30,6 +30,7 @@ final class FakeHTTP1IO: HTTP1ConnectionIO {
     }
     func probePeer() { actions.append("probe") }
     func shutdownWrite() { actions.append("shutdown") }
+    func omitCloseNotify() { actions.append("no close_notify") }
     func close(abortive: Bool) { actions.append(abortive ? "close RST" : "close") }
     func closeSoon() { actions.append("close soon") }
     func setReading(_ enabled: Bool) { actions.append(enabled ? "resume" : "pause") }

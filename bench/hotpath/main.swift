@@ -100,6 +100,7 @@ final class BenchIO: HTTP1ConnectionIO {
     var peerHasReset: Bool { false }
     func probePeer() {}
     func shutdownWrite() {}
+    func omitCloseNotify() {}
     func close(abortive: Bool) {}
     func closeSoon() {}
     func setReading(_ enabled: Bool) {}

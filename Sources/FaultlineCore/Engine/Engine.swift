@@ -121,6 +121,8 @@ package final class Engine {
     /// When that connection was opened (monotonic ms).
     @exclusivity(unchecked) var currentConnectionOpenedAt: UInt64 = 0
     @exclusivity(unchecked) private var loadedAt = EngineInstant()
+    /// Handshakes decided so far, per scenario index with a `tls` section (`decideHandshake`).
+    @exclusivity(unchecked) var handshakesServed: [Int: Int] = [:]
 
     private struct CursorKey: Hashable {
         var route: Int
@@ -193,6 +195,7 @@ package final class Engine {
     package func reset(now: EngineInstant? = nil) {
         generation += 1
         cursors = [:]
+        handshakesServed = [:]
         for route in routes {
             route.served = 0
             route.random = SeededRandom(

@@ -243,6 +243,11 @@ enum ResponsePlanner {
             }
         case .closeAfterHeaders:
             return [.head(head(response, close: false)), .abortExchange]
+        case .noCloseNotify:
+            // The body is delimited by the close alone, so only TLS's close_notify could tell a client it is whole.
+            let sent = min(fault.bytes ?? body.count, body.count)
+            return [.raw(response.serializedHead(close: true, framed: false) + body.prefix(sent)),
+                    .abortConnection(.closeWithoutNotify)]
         case .stallAfterHeaders:
             return [.head(head(response, close: false)), .hang]
         case .truncateBody:

@@ -22,6 +22,11 @@ public enum FaultName: String, Sendable, CaseIterable {
     case commitThenReset = "commit-then-reset"
     /// Like `commit-then-reset`, but the connection hangs instead (the client times out).
     case commitThenHang = "commit-then-hang"
+    /// Over TLS: the body without Content-Length (it ends with the connection), then TCP's FIN without TLS's
+    /// close_notify — the truncation a TLS client detects only by the missing close_notify. `bytes` cuts the
+    /// body short. Over plain HTTP it is a close-delimited body and a FIN, which a client cannot tell from a
+    /// complete one.
+    case noCloseNotify = "no-close-notify"
 }
 
 extension FaultName {
@@ -29,7 +34,7 @@ extension FaultName {
     /// (`raw` steps) exist only there; the rest are heads, bodies and aborts, which HTTP/2 renders as frames.
     package var protocols: Set<ExchangeProtocol> {
         switch self {
-        case .overlongBody, .malformedChunk, .garbage:
+        case .overlongBody, .malformedChunk, .garbage, .noCloseNotify:
             return [.http1]
         case .reset, .emptyReply, .halfClose, .closeAfterHeaders, .truncateBody, .hang, .stallAfterHeaders,
              .corruptJSON, .truncatedJSON, .wrongContentType, .htmlErrorPage, .badGzip, .commitThenReset,
@@ -42,7 +47,7 @@ extension FaultName {
     var needsBody: Bool {
         switch self {
         case .truncateBody, .overlongBody, .malformedChunk, .corruptJSON, .truncatedJSON, .closeAfterHeaders,
-             .stallAfterHeaders:
+             .stallAfterHeaders, .noCloseNotify:
             return true
         case .reset, .emptyReply, .halfClose, .garbage, .hang, .wrongContentType, .htmlErrorPage, .badGzip,
              .commitThenReset, .commitThenHang:
@@ -56,7 +61,7 @@ extension FaultName {
         case .corruptJSON, .truncatedJSON, .wrongContentType, .htmlErrorPage, .badGzip:
             return true
         case .reset, .emptyReply, .halfClose, .closeAfterHeaders, .truncateBody, .overlongBody, .malformedChunk,
-             .garbage, .hang, .stallAfterHeaders, .commitThenReset, .commitThenHang:
+             .garbage, .hang, .stallAfterHeaders, .commitThenReset, .commitThenHang, .noCloseNotify:
             return false
         }
     }
@@ -70,7 +75,7 @@ extension FaultName {
         case .halfClose:
             return after != .nothing
         case .closeAfterHeaders, .truncateBody, .overlongBody, .malformedChunk, .stallAfterHeaders, .corruptJSON,
-             .truncatedJSON, .wrongContentType, .htmlErrorPage, .badGzip:
+             .truncatedJSON, .wrongContentType, .htmlErrorPage, .badGzip, .noCloseNotify:
             return true
         }
     }

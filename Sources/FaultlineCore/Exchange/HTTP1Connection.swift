@@ -28,6 +28,8 @@ package protocol HTTP1ConnectionIO: AnyObject {
     func probePeer()
     /// FIN; keep reading.
     func shutdownWrite()
+    /// The connection's closes send no TLS close_notify from now on (`no-close-notify`); nothing on plain TCP.
+    func omitCloseNotify()
     /// Closes the transport now: with RST when `abortive`, else FIN. The machine makes no call after it.
     func close(abortive: Bool)
     /// Asks the server to call `closeFromQueue()` once nothing more urgent is ready.
@@ -544,7 +546,8 @@ package final class HTTP1Connection {
             complete(exchange, .resetSent)
             exchanges.removeFirst()
             teardown(.cancelled, abortive: true)
-        case .close:
+        case .close, .closeWithoutNotify:
+            if abort == .closeWithoutNotify { io.omitCloseNotify() }
             complete(exchange, byFault ? .closedByFault : .completed)
             exchanges.removeFirst()
             closeGracefully(after: exchange)

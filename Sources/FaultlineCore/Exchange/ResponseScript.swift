@@ -14,6 +14,8 @@ package enum ConnectionAbort: Sendable, Equatable {
     case close
     /// Flush, then `shutdown(SHUT_WR)`: the client sees FIN while the server keeps reading (half-close).
     case shutdownWrite
+    /// Like `close`, but a TLS transport sends no close_notify first: FIN alone (`no-close-notify`).
+    case closeWithoutNotify
 }
 
 /// The status line and header section of a response, protocol-neutral. An immutable class: the engine builds

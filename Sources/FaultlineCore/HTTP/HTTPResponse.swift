@@ -24,7 +24,10 @@ package struct HTTPResponse: Sendable, Equatable {
     /// `Content-Length` is added when absent unless the response is chunked or has no body by definition
     /// (1xx, 204, 304: RFC 9110 §8.6); `Connection: close` is added when `close` is set.
     /// `bodyLength` is the `Content-Length` to announce when it is not the body's own length.
-    package func serializedHead(version: HTTPVersion = .http1_1, close: Bool, bodyLength: Int? = nil) -> [UInt8] {
+    /// `framed: false` leaves out Content-Length: the body ends when the connection does (RFC 9112 §6.3 item 8).
+    package func serializedHead(
+        version: HTTPVersion = .http1_1, close: Bool, bodyLength: Int? = nil, framed: Bool = true
+    ) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(128 + headers.count * 32)
         out.append(contentsOf: "\(version) \(status) \(HTTPStatus.reasonPhrase(status))\r\n".utf8)
@@ -41,7 +44,7 @@ package struct HTTPResponse: Sendable, Equatable {
             out.append(contentsOf: "\r\n".utf8)
         }
         let bodyless = status < 200 || status == 204 || status == 304
-        if !hasLength && !bodyless {
+        if !hasLength && !bodyless && framed {
             out.append(contentsOf: "Content-Length: \(bodyLength ?? body.count)\r\n".utf8)
         }
         if close && !hasConnection {

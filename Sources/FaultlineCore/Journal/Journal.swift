@@ -14,6 +14,8 @@ public struct JournalFilter: Sendable, Equatable {
     public var malformed: Bool?
     /// Only entries whose exchange has ended (`true`) or is still pending (`false`).
     public var completed: Bool?
+    /// Only connection entries (`true`: handshakes that produced no request) or request entries (`false`).
+    public var connection: Bool?
 
     public init(
         route: String? = nil, method: String? = nil, path: String? = nil, status: Int? = nil, since: Int? = nil,
@@ -38,6 +40,7 @@ public struct JournalFilter: Sendable, Equatable {
         if let matched, (entry.route != nil) != matched { return false }
         if let malformed, (entry.malformed != nil) != malformed { return false }
         if let completed, (entry.outcome != .pending) != completed { return false }
+        if let connection, entry.isConnectionEntry != connection { return false }
         return true
     }
 }

@@ -58,6 +58,8 @@ public struct JournalEntry: Sendable {
         var outcome: ExchangeOutcome = .pending
         var finishedAtMonotonicNanos: UInt64? = nil
         var policyClose: PolicyClose? = nil
+        var tls: TLSSummary? = nil
+        var isConnectionEntry = false
     }
 
     private final class Storage: @unchecked Sendable {
@@ -192,6 +194,17 @@ public struct JournalEntry: Sendable {
         get { storage.fields.policyClose }
         set { unique.fields.policyClose = newValue }
     }
+    /// The connection's TLS, for entries that came over the TLS port.
+    public var tls: TLSSummary? {
+        get { storage.fields.tls }
+        set { unique.fields.tls = newValue }
+    }
+    /// A connection that produced no request: a TLS handshake that failed, hung or was never followed by a
+    /// request. `tls` says how the handshake went; `head` is nil.
+    public var isConnectionEntry: Bool {
+        get { storage.fields.isConnectionEntry }
+        set { unique.fields.isConnectionEntry = newValue }
+    }
     public var outcome: ExchangeOutcome {
         get { storage.fields.outcome }
         set { unique.fields.outcome = newValue }
@@ -222,6 +235,7 @@ extension JournalEntry {
     public func json() -> JSONValue {
         var members: [(key: String, value: JSONValue)] = [
             ("sequence", .int(sequence)),
+            ("kind", .string(isConnectionEntry ? "connection" : "request")),
             ("receivedAt", .string(Self.iso8601(receivedAtWall))),
             ("receivedAtMonotonicMs", .double(Double(receivedAtMonotonicNanos) / 1_000_000)),
             ("connection", .object([
@@ -235,6 +249,8 @@ extension JournalEntry {
             ("path", head.map { .string($0.path) } ?? .null),
             ("httpVersion", head.map { .string($0.version.description) } ?? .null),
             ("requestLine", .string(requestLine)),
+            ("protocol", isConnectionEntry ? .null : .string(ExchangeProtocol.http1.rawValue)),
+            ("tls", tls?.json() ?? .null),
             ("headers", .array((head?.headers.fields ?? []).map { .array([.string($0.name), .string($0.value)]) })),
         ]
         if let text = String(validating: body, as: UTF8.self) {

@@ -17,6 +17,8 @@ public struct Scenario: Sendable, Equatable {
     public var rateLimits: [ScopedRateLimit] = []
     /// The client behaviour the report judges (ARCHITECTURE §8).
     public var expect: Expectations?
+    /// How handshakes on the TLS port go while this scenario is loaded.
+    public var tls: TLSSection?
 
     public init(
         name: String, description: String? = nil, seed: UInt64 = 0, routes: [Route],

@@ -112,7 +112,7 @@ extension ScenarioLoader.Reader {
         let allowed: [String]
         switch name {
         case .halfClose: allowed = ["after", "bytes"]
-        case .truncateBody, .overlongBody, .garbage: allowed = ["bytes"]
+        case .truncateBody, .overlongBody, .garbage, .noCloseNotify: allowed = ["bytes"]
         case .malformedChunk: allowed = ["variant"]
         default: allowed = []
         }

@@ -5,7 +5,7 @@ extension ScenarioLoader.Reader {
     mutating func scenario(from document: JSONValue) -> Scenario? {
         guard let fields = fields(
             document, at: "",
-            known: ["name", "description", "seed", "routes", "connections", "auth", "rateLimits", "expect"],
+            known: ["name", "description", "seed", "routes", "connections", "auth", "rateLimits", "expect", "tls"],
             ignored: ["$schema"]
         ) else { return nil }
 
@@ -30,6 +30,7 @@ extension ScenarioLoader.Reader {
         let auth = fields["auth"].flatMap { authConfig($0, at: fields.path("auth")) }
         let limits = fields["rateLimits"].map { rateLimits($0, at: fields.path("rateLimits")) } ?? []
         let expect = fields["expect"].flatMap { expectations($0, at: fields.path("expect")) }
+        let tls = fields["tls"].flatMap { tlsSection($0, at: fields.path("tls")) }
 
         guard errors.isEmpty, let name else { return nil }
         var scenario = Scenario(
@@ -38,6 +39,7 @@ extension ScenarioLoader.Reader {
         scenario.auth = auth
         scenario.rateLimits = limits
         scenario.expect = expect
+        scenario.tls = tls
         return scenario
     }
 

@@ -64,3 +64,146 @@ public enum TLSVersion: String, Sendable, CaseIterable, Hashable, Comparable {
     /// The journal's name: `TLSv1.2`, as OpenSSL and Wireshark say it.
     public var journalName: String { "TLSv\(rawValue)" }
 }
+
+/// What a handshake step does instead of completing normally.
+public enum TLSHandshakeFault: Sendable, Equatable {
+    /// Read the ClientHello and never answer it: the client's handshake timeout is all that ends it.
+    case hang
+    /// Send the server's flight `size` bytes every `intervalMilliseconds`, below TLS.
+    case slow(DripSpec)
+    /// Answer the ClientHello with this fatal alert.
+    case alert(TLSAlert)
+    /// Read the ClientHello, then RST.
+    case reset
+
+    /// The fault's name in scenarios and the journal.
+    public var name: String {
+        switch self {
+        case .hang: return "handshake-hang"
+        case .slow: return "slow-handshake"
+        case .alert: return "alert"
+        case .reset: return "handshake-reset"
+        }
+    }
+}
+
+/// Whether the server asks for a client certificate (mutual TLS).
+public enum ClientCertificateMode: String, Sendable, CaseIterable, Equatable {
+    /// Not asked for.
+    case none
+    /// Asked for; the handshake goes on without one. One that does not verify against the client CA fails.
+    case optional
+    /// Asked for; the handshake fails without one that verifies against the client CA.
+    case required
+}
+
+/// How one TLS handshake goes: the engine's answer to a ClientHello (`Engine.decideHandshake`), made before
+/// the server's first byte.
+public struct TLSHandshakeDecision: Sendable, Equatable {
+    /// The catalogue certificate to serve; nil serves the listener's own (`--tls-certificate`, or a certificate
+    /// the user brought).
+    public var certificate: TLSCertificateName?
+    public var fault: TLSHandshakeFault?
+    /// Versions outside this range are refused (a client that cannot go below the minimum gets
+    /// `protocol_version`). Nil: 1.2 and 1.3.
+    public var minVersion: TLSVersion?
+    public var maxVersion: TLSVersion?
+    public var clientCertificate: ClientCertificateMode
+    /// Session tickets and the session cache; off keeps a client's cached session from skipping a certificate.
+    public var resumption: Bool
+    /// Closes send close_notify first; false closes the TCP connection without it (a truncation the client
+    /// can only notice by its absence).
+    public var closeNotify: Bool
+    /// The scenario whose `tls` section decided, and which of its handshake steps (0-based); nil for the
+    /// listener's default.
+    public var scenario: String?
+    public var step: Int?
+
+    public init(
+        certificate: TLSCertificateName? = nil, fault: TLSHandshakeFault? = nil, minVersion: TLSVersion? = nil,
+        maxVersion: TLSVersion? = nil, clientCertificate: ClientCertificateMode = .none, resumption: Bool = true,
+        closeNotify: Bool = true, scenario: String? = nil, step: Int? = nil
+    ) {
+        self.certificate = certificate
+        self.fault = fault
+        self.minVersion = minVersion
+        self.maxVersion = maxVersion
+        self.clientCertificate = clientCertificate
+        self.resumption = resumption
+        self.closeNotify = closeNotify
+        self.scenario = scenario
+        self.step = step
+    }
+}
+
+/// The names of TLS alerts (RFC 8446 §6, RFC 5246 §7.2), as the journal writes them.
+public enum TLSAlertNames {
+    public static func name(_ code: UInt8) -> String {
+        switch code {
+        case 0: return "close_notify"
+        case 10: return "unexpected_message"
+        case 20: return "bad_record_mac"
+        case 22: return "record_overflow"
+        case 40: return "handshake_failure"
+        case 42: return "bad_certificate"
+        case 43: return "unsupported_certificate"
+        case 44: return "certificate_revoked"
+        case 45: return "certificate_expired"
+        case 46: return "certificate_unknown"
+        case 47: return "illegal_parameter"
+        case 48: return "unknown_ca"
+        case 49: return "access_denied"
+        case 50: return "decode_error"
+        case 51: return "decrypt_error"
+        case 70: return "protocol_version"
+        case 71: return "insufficient_security"
+        case 80: return "internal_error"
+        case 86: return "inappropriate_fallback"
+        case 90: return "user_canceled"
+        case 109: return "missing_extension"
+        case 110: return "unsupported_extension"
+        case 112: return "unrecognized_name"
+        case 113: return "bad_certificate_status_response"
+        case 115: return "unknown_psk_identity"
+        case 116: return "certificate_required"
+        case 120: return "no_application_protocol"
+        default: return "alert_\(code)"
+        }
+    }
+}
+
+/// A scenario's `tls` section: how the handshakes it decides go, one step per handshake, like a route's
+/// responses (ARCHITECTURE §TLS).
+public struct TLSSection: Sendable, Equatable {
+    /// The server names (exact, or `*.suffix`) whose handshakes this section decides. Empty: every handshake
+    /// that no other scenario's names claim.
+    public var serverNames: [String] = []
+    /// Each step answers `times` handshakes, in order.
+    public var handshakes: [TLSHandshakeStep] = [TLSHandshakeStep()]
+    /// After the last step: repeat it, or cycle.
+    public var afterLast: AfterLast = .repeatLast
+    public var resumption = true
+    public var closeNotify = true
+
+    public init() {}
+
+    /// Whether `serverName` is one of this section's names.
+    public func claims(_ serverName: String?) -> Bool {
+        guard let serverName = serverName?.lowercased() else { return false }
+        return serverNames.contains { pattern in
+            pattern.hasPrefix("*.") ? serverName.hasSuffix(pattern.dropFirst(1)) : pattern == serverName
+        }
+    }
+}
+
+/// One step of a `tls` section's handshake script.
+public struct TLSHandshakeStep: Sendable, Equatable {
+    public var certificate: TLSCertificateName?
+    public var fault: TLSHandshakeFault?
+    public var minVersion: TLSVersion?
+    public var maxVersion: TLSVersion?
+    public var clientCertificate: ClientCertificateMode?
+    public var times = 1
+
+    public init() {}
+}

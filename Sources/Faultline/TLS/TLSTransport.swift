@@ -1,0 +1,430 @@
+import COpenSSL
+import FaultlineCore
+
+/// TLS over a `TCPTransport` (ARCHITECTURE §TLS). OpenSSL never sees the socket: it reads the client's bytes
+/// from one memory BIO and writes its own into another, and this class moves bytes between those BIOs and the
+/// TCP transport. So the faults that act below TLS — RST, FIN without close_notify, a hang, a handshake sent a
+/// few bytes at a time — are the TCP transport's own calls, and `make fuzz` drives the same accept path
+/// through memory BIOs alone.
+///
+/// The handshake is decided in OpenSSL's ClientHello callback (`TLSServerContext`): `decide` gets the
+/// ClientHello's server name and ALPN list and answers with a `TLSHandshakeDecision` — the certificate, a
+/// version range, client certificates, or a fault. The HTTP connection above sees nothing until the handshake
+/// completes; a connection whose handshake fails, or that closes before a request, is reported through
+/// `onHandshakeOnly` so the journal still has an entry for it. Loop thread only.
+final class TLSTransport: Transport, TransportDelegate {
+    /// The protocol above (the HTTP/1.1 connection); told nothing before the handshake completes.
+    @exclusivity(unchecked) var delegate: TransportDelegate?
+    var peerAddress: String { tcp.peerAddress }
+    /// What the journal keeps of this connection's TLS; final once the handshake ends.
+    @exclusivity(unchecked) private(set) var summary = TLSSummary()
+    /// How the handshake was decided; nil until the ClientHello arrived.
+    @exclusivity(unchecked) private(set) var decision: TLSHandshakeDecision?
+
+    /// Told once when the handshake completes (the connection above starts reading), or when the connection
+    /// ends before it did.
+    @exclusivity(unchecked) var onHandshakeEnd: ((TLSTransport) -> Void)?
+
+    private let tcp: TCPTransport
+    /// The listener's context: its ClientHello callback finds it here.
+    let context: TLSServerContext
+    /// The first byte the client sent: a TLS handshake record starts with 22.
+    @exclusivity(unchecked) private var firstByte: UInt8?
+    private let loop: EventLoop
+    private let plaintext: ScratchBuffer
+    @exclusivity(unchecked) private var ssl: OpaquePointer?
+    @exclusivity(unchecked) private var input: OpaquePointer?
+    @exclusivity(unchecked) private var output: OpaquePointer?
+    @exclusivity(unchecked) private var phase = Phase.handshaking
+    /// The protocol above asked to stop reading (a response in progress): decrypted bytes wait in OpenSSL.
+    @exclusivity(unchecked) private var readingWanted = true
+    /// Inside `pump`: a close from a delegate call frees OpenSSL's objects only once the pump is out.
+    @exclusivity(unchecked) private var pumping = false
+    @exclusivity(unchecked) private var closeRequested = false
+    @exclusivity(unchecked) private var closeNotifySent = false
+    @exclusivity(unchecked) private var resumeTimer: LoopTimer?
+    @exclusivity(unchecked) private var handshakeTimer: LoopTimer?
+    /// A slow handshake: the server's flight, sent `drip.size` bytes per tick.
+    @exclusivity(unchecked) private var dripQueue: [UInt8] = []
+    @exclusivity(unchecked) private var dripTimer: LoopTimer?
+    private let acceptedAtNanos = Clock.monotonicNanos()
+    private let handshakeTimeoutMilliseconds: Int
+
+    private enum Phase: Equatable {
+        case handshaking
+        /// The ClientHello callback held the handshake (`hang`, `handshake-reset`): nothing more is answered.
+        case held
+        case established
+        case closed
+    }
+
+    init(
+        tcp: TCPTransport, context: TLSServerContext, loop: EventLoop, plaintext: ScratchBuffer,
+        handshakeTimeoutMilliseconds: Int
+    ) {
+        self.tcp = tcp
+        self.context = context
+        self.loop = loop
+        self.plaintext = plaintext
+        self.handshakeTimeoutMilliseconds = handshakeTimeoutMilliseconds
+        ssl = SSL_new(context.context)
+        input = BIO_new(BIO_s_mem())
+        output = BIO_new(BIO_s_mem())
+        // An empty input BIO means "more to come", not end of file.
+        _ = faultline_BIO_set_mem_eof_return(input, -1)
+        SSL_set_bio(ssl, input, output)
+        SSL_set_accept_state(ssl)
+        _ = faultline_SSL_set_app_data(ssl, Unmanaged.passUnretained(self).toOpaque())
+        tcp.delegate = self
+        handshakeTimer = LoopTimer(loop: loop, milliseconds: handshakeTimeoutMilliseconds) { [unowned self] in
+            handshakeTimer = nil
+            handshakeTimedOut()
+        }
+    }
+
+    // MARK: - From OpenSSL's callbacks (TLSServerContext)
+
+    /// The ClientHello arrived: the engine decides the handshake.
+    func decide(serverName: String?, alpnOffered: [String]) -> TLSHandshakeDecision {
+        summary.serverName = serverName
+        summary.alpnOffered = alpnOffered
+        let decision = context.decide(serverName, alpnOffered)
+        self.decision = decision
+        summary.fault = decision.fault?.name
+        summary.scenario = decision.scenario
+        summary.step = decision.step
+        summary.certificate = decision.certificate?.rawValue ?? context.defaultCertificateName
+        if case .hang = decision.fault {
+            // Never answered: only the client ends it.
+            handshakeTimer?.cancel()
+            handshakeTimer = nil
+        }
+        return decision
+    }
+
+    /// Something OpenSSL or the catalogue refused while deciding (the journal's `tls.error`).
+    func noteError(_ message: String) { summary.error = message }
+
+    func alert(sent: Bool, code: UInt8) {
+        let name = TLSAlertNames.name(code)
+        // close_notify is the end of a connection, not of a handshake.
+        guard code != 0 else { return }
+        if sent { summary.alertSent = summary.alertSent ?? name } else { summary.alertReceived = summary.alertReceived ?? name }
+    }
+
+    // MARK: - TransportDelegate (from TCP)
+
+    func transportReceived(_ bytes: UnsafeRawBufferPointer) {
+        guard phase != .closed, let input else { return }
+        if phase == .held {
+            // A hang reads and forgets: the client's retransmissions and alerts change nothing.
+            return
+        }
+        if firstByte == nil, let byte = bytes.first { firstByte = byte }
+        _ = BIO_write(input, bytes.baseAddress, Int32(bytes.count))
+        pump()
+    }
+
+    func transportPeerFinished() {
+        switch phase {
+        case .established: delegate?.transportPeerFinished()
+        case .handshaking, .held: endHandshake(phase == .held ? .hangReleased : .clientClosed, close: true)
+        case .closed: break
+        }
+    }
+
+    func transportFailed() {
+        switch phase {
+        case .established: delegate?.transportFailed()
+        case .handshaking, .held: endHandshake(phase == .held ? .hangReleased : .clientClosed, close: true)
+        case .closed: break
+        }
+    }
+
+    func transportDrained() {
+        if phase == .established { delegate?.transportDrained() }
+    }
+
+    // MARK: - The pump
+
+    /// Runs OpenSSL over what arrived: the handshake first, then records to plaintext for the protocol above.
+    private func pump() {
+        guard !pumping else { return }
+        pumping = true
+        defer {
+            pumping = false
+            if closeRequested { release() }
+        }
+        if phase == .handshaking {
+            guard let ssl else { return }
+            let result = SSL_do_handshake(ssl)
+            if result == 1 {
+                flushOutput()
+                handshakeCompleted()
+            } else {
+                let error = SSL_get_error(ssl, result)
+                switch error {
+                case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE:
+                    flushOutput()
+                    ERR_clear_error()
+                    return
+                case SSL_ERROR_WANT_CLIENT_HELLO_CB:
+                    ERR_clear_error()
+                    heldByDecision()
+                    return
+                default:
+                    handshakeFailed()
+                    return
+                }
+            }
+        }
+        guard phase == .established else { return }
+        readPlaintext()
+    }
+
+    /// Decrypts what OpenSSL holds and hands it up, while the protocol above wants to read.
+    private func readPlaintext() {
+        while phase == .established, readingWanted, !closeRequested, let ssl {
+            let count = plaintext.withBytes { SSL_read(ssl, $0.baseAddress, Int32(min($0.count, Int(Int32.max)))) }
+            if count > 0 {
+                plaintext.withBytes { buffer in
+                    delegate?.transportReceived(UnsafeRawBufferPointer(rebasing: buffer[0..<Int(count)]))
+                }
+                continue
+            }
+            let error = SSL_get_error(ssl, count)
+            ERR_clear_error()
+            switch error {
+            case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE:
+                // A TLS 1.3 key update or ticket may have produced bytes to send.
+                flushOutput()
+                return
+            case SSL_ERROR_ZERO_RETURN:
+                // close_notify: the client will send no more.
+                flushOutput()
+                tcp.setReading(false)
+                delegate?.transportPeerFinished()
+                return
+            default:
+                tcp.setReading(false)
+                delegate?.transportFailed()
+                return
+            }
+        }
+    }
+
+    /// Moves what OpenSSL wrote into its output BIO to the TCP transport (or the drip queue).
+    @discardableResult
+    private func flushOutput() -> Bool {
+        guard let output else { return false }
+        var data: UnsafeMutablePointer<CChar>?
+        let length = faultline_BIO_get_mem_data(output, &data)
+        guard length > 0, let data else { return true }
+        if phase == .handshaking, case .slow = decision?.fault {
+            dripQueue.append(contentsOf: UnsafeRawBufferPointer(start: data, count: length))
+            _ = faultline_BIO_reset(output)
+            startDrip()
+            return true
+        }
+        let written = tcp.write(UnsafeRawBufferPointer(start: data, count: length))
+        _ = faultline_BIO_reset(output)
+        return written
+    }
+
+    private func startDrip() {
+        guard dripTimer == nil, case .slow(let drip)? = decision?.fault else { return }
+        dripTimer = LoopTimer(loop: loop, milliseconds: 0) { [unowned self] in
+            dripTimer = nil
+            guard phase != .closed, !dripQueue.isEmpty else { return }
+            let count = min(drip.size, dripQueue.count)
+            _ = dripQueue.withUnsafeBytes { tcp.write(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+            dripQueue.removeFirst(count)
+            if !dripQueue.isEmpty {
+                dripTimer = LoopTimer(loop: loop, milliseconds: drip.intervalMilliseconds) { [unowned self] in
+                    dripTimer = nil
+                    startDrip()
+                }
+            }
+        }
+    }
+
+    // MARK: - Handshake endings
+
+    private func handshakeCompleted() {
+        guard let ssl else { return }
+        handshakeTimer?.cancel()
+        handshakeTimer = nil
+        phase = .established
+        summary.handshake = .completed
+        summary.version = String(cString: SSL_get_version(ssl))
+        if let cipher = SSL_get_current_cipher(ssl) { summary.cipher = String(cString: SSL_CIPHER_get_name(cipher)) }
+        var alpn: UnsafePointer<UInt8>?
+        var alpnLength: UInt32 = 0
+        SSL_get0_alpn_selected(ssl, &alpn, &alpnLength)
+        if let alpn, alpnLength > 0 {
+            summary.alpn = String(decoding: UnsafeBufferPointer(start: alpn, count: Int(alpnLength)), as: UTF8.self)
+        }
+        if let peer = SSL_get0_peer_certificate(ssl) { summary.clientCertificate = TLSServerContext.subject(of: peer) }
+        summary.resumed = SSL_session_reused(ssl) == 1
+        summary.handshakeMilliseconds = elapsedMilliseconds()
+        if decision?.closeNotify == false { closeNotifySent = true }
+        let told = onHandshakeEnd
+        onHandshakeEnd = nil
+        told?(self)
+    }
+
+    /// The ClientHello callback held the handshake: a hang waits for the client, a reset answers RST.
+    private func heldByDecision() {
+        phase = .held
+        if case .reset = decision?.fault {
+            endHandshake(.resetSent, close: true, abortive: true)
+        }
+    }
+
+    private func handshakeFailed() {
+        let reason = TLSServerContext.drainErrors()
+        if summary.error == nil { summary.error = reason }
+        flushOutput()
+        let end: TLSHandshakeEnd
+        if summary.alertReceived != nil {
+            end = .clientAlert
+        } else if firstByte != 22 {
+            end = .notTLS
+            answerPlainHTTP(reason)
+        } else if summary.alertSent != nil {
+            end = .alertSent
+        } else if reason.contains("unexpected eof") {
+            end = .clientClosed
+        } else {
+            end = .failed
+        }
+        endHandshake(end, close: true)
+    }
+
+    /// Plain HTTP on the TLS port: answered in plain HTTP, as nginx does, so a human with curl sees why.
+    private func answerPlainHTTP(_ reason: String) {
+        guard reason == "http request" else { return }
+        let body = "faultline: this port speaks TLS; use https://\n"
+        let response = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"
+            + "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n" + body
+        var bytes = Array(response.utf8)
+        _ = bytes.withUnsafeMutableBytes { tcp.write(UnsafeRawBufferPointer($0)) }
+    }
+
+    private func handshakeTimedOut() {
+        guard phase == .handshaking || phase == .held else { return }
+        endHandshake(.timedOut, close: true)
+    }
+
+    /// The handshake ended without completing: the journal hears of it (`onHandshakeEnd`), the TCP connection
+    /// closes (RST when `abortive`), and the connection above, which never saw a byte, tears down.
+    private func endHandshake(_ end: TLSHandshakeEnd, close: Bool, abortive: Bool = false) {
+        guard phase != .closed, phase != .established else { return }
+        summary.handshake = end
+        summary.handshakeMilliseconds = elapsedMilliseconds()
+        // No close_notify: there is no session to close.
+        closeNotifySent = true
+        let told = onHandshakeEnd
+        onHandshakeEnd = nil
+        told?(self)
+        guard close else { return }
+        let above = delegate
+        self.close(abortive: abortive)
+        above?.transportFailed()
+    }
+
+    private func elapsedMilliseconds() -> Double {
+        Double(Clock.monotonicNanos() &- acceptedAtNanos) / 1_000_000
+    }
+
+    // MARK: - Transport (from the protocol above)
+
+    func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard phase == .established, let ssl, !closeRequested else { return false }
+        guard !bytes.isEmpty else { return true }
+        // A memory BIO never pushes back: SSL_write takes everything at once.
+        let written = SSL_write(ssl, bytes.baseAddress, Int32(bytes.count))
+        guard written > 0 else {
+            ERR_clear_error()
+            return false
+        }
+        return flushOutput()
+    }
+
+    var pendingOutput: Int { tcp.pendingOutput + dripQueue.count }
+
+    var hasUnreadInput: Bool {
+        guard let ssl else { return tcp.hasUnreadInput }
+        return SSL_pending(ssl) > 0 || (input.map { BIO_ctrl_pending($0) > 0 } ?? false) || tcp.hasUnreadInput
+    }
+
+    var peerHasReset: Bool { tcp.peerHasReset }
+
+    func probePeer() { tcp.probePeer() }
+
+    /// close_notify, then FIN; reading goes on (RFC 8446 §6.1 lets either side close its half).
+    func shutdownWrite() {
+        sendCloseNotify()
+        tcp.shutdownWrite()
+    }
+
+    /// The next close skips close_notify: the client sees TCP's FIN alone (the `no-close-notify` fault).
+    func omitCloseNotify() { closeNotifySent = true }
+
+    func setReading(_ enabled: Bool) {
+        guard enabled != readingWanted else { return }
+        readingWanted = enabled
+        tcp.setReading(enabled)
+        // Records OpenSSL already decrypted (or holds whole) raise no socket event: read them on the next turn.
+        if enabled, phase == .established, resumeTimer == nil {
+            resumeTimer = LoopTimer(loop: loop, milliseconds: 0) { [unowned self] in
+                resumeTimer = nil
+                guard phase == .established, readingWanted else { return }
+                pump()
+            }
+        }
+    }
+
+    func close(abortive: Bool) {
+        guard phase != .closed else { return }
+        if phase != .established, let told = onHandshakeEnd {
+            // The protocol above closes before the handshake ended: a server stop or a scenario reset.
+            onHandshakeEnd = nil
+            summary.handshake = .clientClosed
+            summary.handshakeMilliseconds = elapsedMilliseconds()
+            closeNotifySent = true
+            told(self)
+        }
+        if !abortive { sendCloseNotify() }
+        phase = .closed
+        resumeTimer?.cancel()
+        resumeTimer = nil
+        handshakeTimer?.cancel()
+        handshakeTimer = nil
+        dripTimer?.cancel()
+        dripTimer = nil
+        tcp.close(abortive: abortive)
+        delegate = nil
+        closeRequested = true
+        if !pumping { release() }
+    }
+
+    private func sendCloseNotify() {
+        guard !closeNotifySent, phase == .established, let ssl else { return }
+        closeNotifySent = true
+        _ = SSL_shutdown(ssl)
+        ERR_clear_error()
+        flushOutput()
+    }
+
+    /// Frees OpenSSL's objects (the BIOs go with the SSL).
+    private func release() {
+        guard let ssl else { return }
+        _ = faultline_SSL_set_app_data(ssl, nil)
+        SSL_free(ssl)
+        self.ssl = nil
+        input = nil
+        output = nil
+        onHandshakeEnd = nil
+    }
+}
