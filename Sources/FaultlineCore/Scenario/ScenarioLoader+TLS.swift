@@ -27,6 +27,7 @@ extension ScenarioLoader.Reader {
         }
         if let value = fields["handshakes"], let elements = array(value, at: fields.path("handshakes")) {
             if elements.isEmpty { report(fields.path("handshakes"), "needs at least one handshake step") }
+            section.handshakes = []
             for (index, element) in elements.enumerated() {
                 if let step = handshakeStep(element, at: "\(fields.path("handshakes"))[\(index)]", defaults: defaults) {
                     section.handshakes.append(step)
