@@ -1,6 +1,7 @@
 @testable import Faultline
 import FaultlineCore
 import Foundation
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -111,29 +112,48 @@ import Darwin
         #expect(!FileManager.default.fileExists(atPath: folder + "/ca-key.pem"), "nothing is written there")
     }
 
-    @Test func manyStartingAtOnceEndWithOneAuthority() async throws {
+    @Test func manyStartingAtOnceEndWithOneAuthority() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
         let folder = scratch.path + "/tls"
-        // Processes (the CLI) and threads of this process race to create the authority on a fresh folder.
-        let binary = CLITests.binary
-        let pems = try await withThrowingTaskGroup(of: String.self) { group in
-            for index in 0..<12 {
-                group.addTask {
-                    if index % 2 == 0 {
-                        let result = try TestSupport.run(binary, ["ca", "--tls-dir", folder, "--export"])
-                        guard result.status == 0 else { return "exit \(result.status): \(result.stderr)" }
-                        return result.stdout
-                    }
-                    return try CertificateAuthority(directory: folder).caCertificatePEM
-                }
+        // Processes (the CLI) and threads of this process race to create the authority on a fresh folder: the
+        // processes are all started before any is waited for, and the threads all wait at one gate.
+        var processes: [(Process, Pipe)] = []
+        for _ in 0..<6 {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: CLITests.binary)
+            process.arguments = ["ca", "--tls-dir", folder, "--export"]
+            let out = Pipe()
+            process.standardOutput = out
+            process.standardError = FileHandle.nullDevice
+            try TestSupport.launchLock.withLock { try process.run() }
+            processes.append((process, out))
+        }
+        let gate = DispatchSemaphore(value: 0)
+        let done = DispatchGroup()
+        let results = Mutex<[String]>([])
+        for _ in 0..<8 {
+            done.enter()
+            Thread.detachNewThread {
+                gate.wait()
+                let pem: String
+                do { pem = try CertificateAuthority(directory: folder).caCertificatePEM } catch { pem = "\(error)" }
+                results.withLock { $0.append(pem) }
+                done.leave()
             }
-            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        for _ in 0..<8 { gate.signal() }
+        #expect(done.wait(timeout: .now() + 60) == .success)
+        var pems = results.withLock { $0 }
+        for (process, out) in processes {
+            let stdout = out.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            pems.append(process.terminationStatus == 0 ? String(decoding: stdout, as: UTF8.self) : "exit \(process.terminationStatus)")
         }
         let file = try String(contentsOfFile: folder + "/ca.pem", encoding: .utf8)
         #expect(file.hasPrefix("-----BEGIN CERTIFICATE-----"))
-        #expect(pems.count == 12)
-        #expect(pems.allSatisfy { $0 == file }, "\(Set(pems))")
+        #expect(pems.count == 14)
+        #expect(pems.allSatisfy { $0 == file }, "\(Set(pems).count) different answers")
     }
 
     /// What `openssl verify -purpose sslserver -verify_hostname localhost` says of each catalogue certificate:
@@ -339,6 +359,20 @@ import Darwin
         #expect(chmod(refused, 0o777) == 0)
         let failed = CACommand.run(CAOptions(action: .exportCA, directory: refused))
         #expect(failed.exitCode == 2 && failed.stderr.contains(refused) && failed.stdout.isEmpty)
+    }
+
+    @Test func defaultDirectoryIsInTheUserCache() {
+        let directory = CertificateAuthority.defaultDirectory()
+        #expect(directory.hasSuffix("/faultline/tls"))
+        #if os(macOS)
+        #expect(directory == NSHomeDirectory() + "/Library/Caches/faultline/tls")
+        #else
+        if let xdg = ProcessInfo.processInfo.environment["XDG_CACHE_HOME"], xdg.hasPrefix("/") {
+            #expect(directory == xdg + "/faultline/tls")
+        } else if let home = ProcessInfo.processInfo.environment["HOME"], !home.isEmpty {
+            #expect(directory == home + "/.cache/faultline/tls")
+        }
+        #endif
     }
 
     @Test func caCommandLine() throws {
