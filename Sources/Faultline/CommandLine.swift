@@ -430,7 +430,9 @@ package enum FaultlineCommandLine {
     /// --out only where something is written.
     private static func caOptions(_ parse: CAParse) throws(CommandLineError) -> CAOptions {
         let actions = [parse.export, parse.clientCertificate != nil, parse.pins].filter { $0 }.count
-        guard actions <= 1 else { throw CommandLineError(message: "ca: give one of --export, --client-cert and --pins") }
+        guard actions <= 1 else {
+            throw CommandLineError(message: "ca: give one of --export, --client-cert and --pins")
+        }
         guard !parse.client || parse.export else {
             throw CommandLineError(message: "ca: --client goes with --export (it exports the client CA)")
         }

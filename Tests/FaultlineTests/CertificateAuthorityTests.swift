@@ -18,7 +18,8 @@ import Darwin
         let path: String
 
         init() throws {
-            path = FileManager.default.temporaryDirectory.appendingPathComponent("faultline-ca-\(UUID().uuidString)").path
+            path = FileManager.default.temporaryDirectory
+                .appendingPathComponent("faultline-ca-\(UUID().uuidString)").path
             try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         }
 
@@ -148,7 +149,8 @@ import Darwin
         for (process, out) in processes {
             let stdout = out.fileHandleForReading.readDataToEndOfFile()
             process.waitUntilExit()
-            pems.append(process.terminationStatus == 0 ? String(decoding: stdout, as: UTF8.self) : "exit \(process.terminationStatus)")
+            let status = process.terminationStatus
+            pems.append(status == 0 ? String(decoding: stdout, as: UTF8.self) : "exit \(status)")
         }
         let file = try String(contentsOfFile: folder + "/ca.pem", encoding: .utf8)
         #expect(file.hasPrefix("-----BEGIN CERTIFICATE-----"))
@@ -223,7 +225,8 @@ import Darwin
         let validText = try x509(.valid, ["-text"])
         #expect(validText.contains("DNS:localhost, DNS:*.localhost, IP Address:127.0.0.1, IP Address:0:0:0:0:0:0:0:1"))
         #expect(validText.contains("CA:FALSE") && validText.contains("TLS Web Server Authentication"))
-        #expect(validText.contains("X509v3 Subject Key Identifier") && validText.contains("X509v3 Authority Key Identifier"))
+        #expect(validText.contains("X509v3 Subject Key Identifier"))
+        #expect(validText.contains("X509v3 Authority Key Identifier"))
         #expect(validText.contains("Issuer: O = Faultline, CN = Faultline Intermediate CA"))
 
         // wrong-host names only wrong-host.invalid.
@@ -287,7 +290,9 @@ import Darwin
         #expect(subject.stdout.contains("CN = alice"))
         // The key is the certificate's.
         let key = try scratch.write(issued.keyPEM, "alice-key.pem")
-        #expect(throws: Never.self) { try CertificateAuthority.loadIdentity(certificateFile: certificate, keyFile: key) }
+        #expect(throws: Never.self) {
+            try CertificateAuthority.loadIdentity(certificateFile: certificate, keyFile: key)
+        }
     }
 
     @Test func bringYourOwnCertificateAndKey() throws {
@@ -346,9 +351,11 @@ import Darwin
         let authorityPins = try CertificateAuthority(directory: folder).pins()
         #expect(lines.first == "valid sha256/\(authorityPins[0].sha256)")
 
-        let issued = CACommand.run(CAOptions(action: .clientCertificate(name: "bob"), directory: folder, output: scratch.path))
+        let issued = CACommand.run(
+            CAOptions(action: .clientCertificate(name: "bob"), directory: folder, output: scratch.path))
         #expect(issued.exitCode == 0, "\(issued.stderr)")
-        #expect(issued.stderr.contains(scratch.path + "/bob.pem") && issued.stderr.contains(scratch.path + "/bob-key.pem"))
+        #expect(issued.stderr.contains(scratch.path + "/bob.pem"))
+        #expect(issued.stderr.contains(scratch.path + "/bob-key.pem"))
         #expect(Self.mode(scratch.path + "/bob-key.pem") == 0o600)
         let verified = try Self.openssl(
             ["verify", "-CAfile", folder + "/client-ca.pem", "-purpose", "sslclient", scratch.path + "/bob.pem"])
@@ -388,7 +395,8 @@ import Darwin
         #expect(error(["ca", "--export", "--pins"]) == "ca: give one of --export, --client-cert and --pins")
         #expect(error(["ca", "--client"]) == "ca: --client goes with --export (it exports the client CA)")
         #expect(error(["ca", "--pins", "--out", "x"]) == "ca: --out goes with --export or --client-cert")
-        #expect(error(["ca", "--client-cert", "../x"]) == "ca: --client-cert NAME must be a plain file name, got \"../x\"")
+        #expect(error(["ca", "--client-cert", "../x"])
+            == "ca: --client-cert NAME must be a plain file name, got \"../x\"")
         for option in FaultlineCommandLine.ca.options {
             #expect(FaultlineCommandLine.usage.contains(option.names.joined(separator: ", ")), "\(option.names)")
         }
