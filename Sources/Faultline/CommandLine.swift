@@ -8,6 +8,8 @@ package enum CommandLineRequest: Equatable, Sendable {
     case verify(url: String)
     /// Fetch a running server's journal as HAR or NDJSON and write it to a file or stdout.
     case export(ExportOptions)
+    /// Use the local certificate authority: export its certificate, issue a client certificate, print pins.
+    case ca(CAOptions)
     case help(topic: String?)
     case version
 }
@@ -54,6 +56,35 @@ package struct ExportOptions: Equatable, Sendable {
     package init(url: String, format: Format = .har, output: String? = nil) {
         self.url = url
         self.format = format
+        self.output = output
+    }
+}
+
+/// Options of `faultline ca`.
+package struct CAOptions: Equatable, Sendable {
+    /// What `ca` does.
+    package enum Action: Equatable, Sendable {
+        /// Make the authority if needed and print the path of its certificate.
+        case show
+        /// Print the root CA certificate (PEM), or write it to `output`.
+        case exportCA
+        /// Print the client CA certificate (PEM), or write it to `output`.
+        case exportClientCA
+        /// Issue a client certificate: `NAME.pem` and `NAME-key.pem` in the folder `output` (default `.`).
+        case clientCertificate(name: String)
+        /// Print `NAME sha256/BASE64` for every catalogue certificate.
+        case pins
+    }
+
+    package var action: Action = .show
+    /// The authority's state folder; nil for `CertificateAuthority.defaultDirectory()`.
+    package var directory: String?
+    /// A file for the exports, a folder for a client certificate; nil for stdout or the current folder.
+    package var output: String?
+
+    package init(action: Action = .show, directory: String? = nil, output: String? = nil) {
+        self.action = action
+        self.directory = directory
         self.output = output
     }
 }
@@ -183,6 +214,16 @@ struct RemoteParse {
     var output: String?
 }
 
+/// `ca` while parsing: the flags are combined only at the end, so their order does not matter.
+struct CAParse {
+    var directory: String?
+    var export = false
+    var client = false
+    var clientCertificate: String?
+    var pins = false
+    var output: String?
+}
+
 /// The `faultline` command line (ARCHITECTURE §9): one declarative table of commands and options.
 package enum FaultlineCommandLine {
     static let serve = CommandSpec<ServeParse>(
@@ -301,6 +342,38 @@ package enum FaultlineCommandLine {
         ],
         positional: { _, _ in })
 
+    static let ca = CommandSpec<CAParse>(
+        name: "ca",
+        summary: """
+            The local certificate authority for HTTPS: trust its certificate once in the client under test, then \
+            every catalogue certificate fails it for exactly one reason. Without an option, prints where the CA \
+            certificate is (made on first use).
+            """,
+        positionals: nil, positionalsOptional: true,
+        options: [
+            OptionSpec(["--tls-dir"], value: "DIR", """
+                the CA's folder (default $XDG_CACHE_HOME/faultline/tls, ~/.cache/faultline/tls, or \
+                ~/Library/Caches/faultline/tls on macOS); must be private to you
+                """) { $0.directory = $1 },
+            OptionSpec(["--export"], "print the CA certificate (PEM), or write it to --out F") { parse, _ in
+                parse.export = true
+            },
+            OptionSpec(["--client"], "with --export: the client CA, which signs the client certificates") { parse, _ in
+                parse.client = true
+            },
+            OptionSpec(["--client-cert"], value: "NAME", """
+                issue a client certificate signed by the client CA: NAME.pem and NAME-key.pem (mode 0600) in \
+                --out DIR (default .)
+                """) { $0.clientCertificate = $1 },
+            OptionSpec(["--pins"], "print each catalogue certificate's key pin: NAME sha256/BASE64") { parse, _ in
+                parse.pins = true
+            },
+            OptionSpec(["--out"], value: "PATH", "where ca writes: a file for --export, a folder for --client-cert") {
+                $0.output = $1
+            },
+        ],
+        positional: { _, _ in })
+
     /// `--help`, generated from the declarations above.
     package static var usage: String {
         /// `head` as it is, then `body` wrapped at `width` columns, continuation lines indented to `indent`.
@@ -324,27 +397,29 @@ package enum FaultlineCommandLine {
             text.count < width ? text + String(repeating: " ", count: width - text.count) : text + "  "
         }
         var text = ["faultline \(Faultline.version) — a fault-injecting stub HTTP/1.1 server", "", "USAGE"]
-        for command in [serve.synopsis, validate.synopsis, verify.synopsis, export.synopsis] {
+        for command in [serve.synopsis, validate.synopsis, verify.synopsis, export.synopsis, ca.synopsis] {
             let words = command.split(separator: " ", maxSplits: 2).map(String.init)
             text += wrap("  \(words[0]) \(words[1]) ", words.count > 2 ? words[2] : "", indent: 18)
         }
         text.append("  faultline --help | --version")
         text.append("")
         let summaries = [(serve.name, serve.summary), (validate.name, validate.summary), (verify.name, verify.summary),
-                         (export.name, export.summary)]
+                         (export.name, export.summary), (ca.name, ca.summary)]
         for (name, summary) in summaries {
             text += wrap("  " + padded(name, 11), summary, indent: 13)
         }
         text += ["", "OPTIONS"]
         let options = serve.options.map { ($0.names, $0.value, $0.help) }
             + export.options.map { ($0.names, $0.value, $0.help) }
+            + ca.options.map { ($0.names, $0.value, $0.help) }
         for (names, value, help) in options {
             text += wrap("  " + padded(names.joined(separator: ", ") + (value.map { " \($0)" } ?? ""), 24), help, indent: 26)
         }
         text += ["", "EXIT CODES"]
         text += wrap("  ", """
             0 success · 1 scenario files invalid, a verdict failed, or the export could not be written · 2 server \
-            failed to start (port in use, journal file not writable) or could not be reached · 64 bad command line
+            failed to start (port in use, journal file not writable) or could not be reached, or the CA's folder \
+            could not be used · 64 bad command line
             """, indent: 2)
         return text.joined(separator: "\n")
     }
@@ -387,9 +462,41 @@ package enum FaultlineCommandLine {
                 throw CommandLineError(message: "export: give --url http://HOST:PORT of a running faultline")
             }
             return .export(ExportOptions(url: url, format: parse.format, output: parse.output))
+        case "ca":
+            var parse = CAParse()
+            guard try ca.parse(rest, into: &parse) else { return .help(topic: "ca") }
+            return .ca(try caOptions(parse))
         default:
             throw CommandLineError(
-                message: "unknown command \"\(command)\"; try serve, validate, verify, export, --help or --version")
+                message: "unknown command \"\(command)\"; try serve, validate, verify, export, ca, --help or --version")
         }
+    }
+
+    /// `ca`'s flags as one action: at most one of --export, --client-cert and --pins; --client only with --export;
+    /// --out only where something is written.
+    private static func caOptions(_ parse: CAParse) throws(CommandLineError) -> CAOptions {
+        let actions = [parse.export, parse.clientCertificate != nil, parse.pins].filter { $0 }.count
+        guard actions <= 1 else {
+            throw CommandLineError(message: "ca: give one of --export, --client-cert and --pins")
+        }
+        guard !parse.client || parse.export else {
+            throw CommandLineError(message: "ca: --client goes with --export (it exports the client CA)")
+        }
+        var options = CAOptions(directory: parse.directory, output: parse.output)
+        if parse.export {
+            options.action = parse.client ? .exportClientCA : .exportCA
+        } else if let name = parse.clientCertificate {
+            // The name becomes two file names and the certificate's commonName.
+            guard !name.isEmpty, !name.hasPrefix("."), !name.contains("/") else {
+                throw CommandLineError(message: "ca: --client-cert NAME must be a plain file name, got \"\(name)\"")
+            }
+            options.action = .clientCertificate(name: name)
+        } else if parse.pins {
+            options.action = .pins
+        }
+        if parse.output != nil, options.action == .pins || options.action == .show {
+            throw CommandLineError(message: "ca: --out goes with --export or --client-cert")
+        }
+        return options
     }
 }

@@ -52,6 +52,8 @@ case .verify(let url):
     finish(await RemoteCommands.verify(url: url))
 case .export(let options):
     finish(await RemoteCommands.export(options))
+case .ca(let options):
+    finish(CACommand.run(options))
 case .serve(let options):
     let paths = options.paths.isEmpty ? ["scenarios"] : options.paths
     let scenarios: [Scenario]

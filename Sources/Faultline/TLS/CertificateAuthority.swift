@@ -97,7 +97,9 @@ package final class CertificateAuthority: @unchecked Sendable {
 
     /// A new client certificate for `commonName` (extendedKeyUsage clientAuth, valid for a year) with a fresh
     /// P-256 key, signed by the client CA; both in PEM.
-    package func issueClientCertificate(commonName: String) throws(TLSSetupError) -> (certificatePEM: String, keyPEM: String) {
+    package func issueClientCertificate(
+        commonName: String
+    ) throws(TLSSetupError) -> (certificatePEM: String, keyPEM: String) {
         guard !commonName.isEmpty else { throw TLSSetupError("a client certificate needs a non-empty name") }
         let key = try PrivateKey.generate(.p256)
         let certificate = try X509Certificate.issue(
@@ -222,7 +224,8 @@ package final class CertificateAuthority: @unchecked Sendable {
             folder, "client-ca", .authority(commonName: "Faultline Client CA", now: now), issuer: nil)
         var leafKeys: [TLSCertificateName: PrivateKey] = [:]
         for name in TLSCertificateName.allCases {
-            leafKeys[name] = try key(folder, "keys/\(name.rawValue)-key.pem", name == .weakKey ? .rsa(bits: 1024) : .p256)
+            let algorithm: PrivateKey.Algorithm = name == .weakKey ? .rsa(bits: 1024) : .p256
+            leafKeys[name] = try key(folder, "keys/\(name.rawValue)-key.pem", algorithm)
         }
         return Loaded(
             root: root, intermediate: intermediate, untrustedRoot: untrustedRoot, clientAuthority: clientAuthority,

@@ -36,6 +36,7 @@ final class PrivateKey: @unchecked Sendable {
     /// The first private key in the PEM text `bytes` (PKCS #8, or the traditional RSA/EC forms). An encrypted key
     /// is refused rather than prompting on the terminal for a passphrase; `source` names the file in errors.
     convenience init(pem bytes: [UInt8], source: String) throws(TLSSetupError) {
+        guard bytes.count < Int(Int32.max) else { throw TLSSetupError("\(source) is too large to be a private key") }
         ERR_clear_error()
         let key: OpaquePointer? = bytes.withUnsafeBytes { buffer in
             guard let bio = BIO_new_mem_buf(buffer.baseAddress, Int32(buffer.count)) else { return nil }

@@ -20,6 +20,7 @@ final class X509Certificate: @unchecked Sendable {
 
     /// Every certificate in the PEM text `bytes`, in order; at least one. `source` names the file in errors.
     static func all(pem bytes: [UInt8], source: String) throws(TLSSetupError) -> [X509Certificate] {
+        guard bytes.count < Int(Int32.max) else { throw TLSSetupError("\(source) is too large to read") }
         ERR_clear_error()
         var certificates: [X509Certificate] = []
         let ended: Bool = bytes.withUnsafeBytes { buffer in

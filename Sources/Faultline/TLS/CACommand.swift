@@ -1,0 +1,63 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The logic of `faultline ca`, apart from the process: the executable prints the outcome and exits with its
+/// code; the tests call it directly. Exit codes: 0 success, 1 an output file that cannot be written, 2 the
+/// authority's folder cannot be used.
+package enum CACommand {
+    package static func run(_ options: CAOptions) -> CommandOutcome {
+        let directory = options.directory ?? CertificateAuthority.defaultDirectory()
+        let authority: CertificateAuthority
+        do {
+            authority = try CertificateAuthority(directory: directory)
+        } catch {
+            return .failure("ca: \(error.message)", 2)
+        }
+        switch options.action {
+        case .show:
+            return CommandOutcome(
+                stdout: directory + "/ca.pem\n",
+                stderr: "faultline: trust this CA certificate in the client under test (faultline ca --export "
+                    + "prints it); it signs the catalogue certificates that faultline serves over HTTPS\n")
+        case .exportCA:
+            return export(authority.caCertificatePEM, to: options.output)
+        case .exportClientCA:
+            return export(authority.clientCACertificatePEM, to: options.output)
+        case .pins:
+            do {
+                let pins = try authority.pins()
+                return CommandOutcome(stdout: pins.map { "\($0.name.rawValue) sha256/\($0.sha256)\n" }.joined())
+            } catch {
+                return .failure("ca: \(error.message)", 2)
+            }
+        case .clientCertificate(let name):
+            let folder = options.output ?? "."
+            let certificatePath = folder + "/" + name + ".pem"
+            let keyPath = folder + "/" + name + "-key.pem"
+            do {
+                let issued = try authority.issueClientCertificate(commonName: name)
+                try CAStateFolder.writeFile(Array(issued.keyPEM.utf8), to: keyPath, mode: 0o600)
+                try CAStateFolder.writeFile(Array(issued.certificatePEM.utf8), to: certificatePath, mode: 0o644)
+            } catch {
+                return .failure("ca: \(error.message)", 1)
+            }
+            return CommandOutcome(
+                stderr: "faultline: wrote the client certificate \(certificatePath) and its key \(keyPath) "
+                    + "(CN=\(name), signed by the client CA)\n")
+        }
+    }
+
+    /// `pem` on stdout, or written to `output`.
+    private static func export(_ pem: String, to output: String?) -> CommandOutcome {
+        guard let output else { return CommandOutcome(stdout: pem) }
+        do {
+            try CAStateFolder.writeFile(Array(pem.utf8), to: output, mode: 0o644)
+        } catch {
+            return .failure("ca: cannot write \(output): \(error.message)", 1)
+        }
+        return CommandOutcome(stderr: "faultline: wrote \(output)\n")
+    }
+}
