@@ -49,6 +49,32 @@ extension JournalEntry {
         if let duration = double(response?["durationMs"]) {
             finishedAtMonotonicNanos = receivedAtMonotonicNanos + UInt64(max(0, duration * 1_000_000))
         }
+        isConnectionEntry = string(json["kind"]) == "connection"
+        if let tls = json["tls"], tls != .null { self.tls = TLSSummary(json: tls) }
+    }
+}
+
+extension TLSSummary {
+    /// Reads a summary back from the journal's JSON (`json()`).
+    public init(json: JSONValue) {
+        func string(_ value: JSONValue?) -> String? { if case .string(let text)? = value { return text }; return nil }
+        self.init()
+        version = string(json["version"])
+        cipher = string(json["cipher"])
+        serverName = string(json["serverName"])
+        if case .array(let items)? = json["alpnOffered"] { alpnOffered = items.compactMap { string($0) } }
+        alpn = string(json["alpn"])
+        clientCertificate = string(json["clientCertificate"])
+        certificate = string(json["certificate"])
+        resumed = json["resumed"] == .bool(true)
+        handshake = string(json["handshake"]).flatMap(TLSHandshakeEnd.init(rawValue:)) ?? .pending
+        alertSent = string(json["alertSent"])
+        alertReceived = string(json["alertReceived"])
+        error = string(json["error"])
+        if case .number(let text)? = json["handshakeMs"] { handshakeMilliseconds = Double(text) }
+        fault = string(json["fault"])
+        scenario = string(json["scenario"])
+        if case .number(let text)? = json["step"] { step = Int(text) }
     }
 }
 
