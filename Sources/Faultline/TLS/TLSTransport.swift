@@ -94,10 +94,13 @@ final class TLSTransport: Transport, TransportDelegate {
         summary.scenario = decision.scenario
         summary.step = decision.step
         summary.certificate = decision.certificate?.rawValue ?? context.defaultCertificateName
-        if case .hang = decision.fault {
-            // Never answered: only the client ends it.
+        switch decision.fault {
+        case .hang?, .slow?:
+            // Never answered, or as slowly as the scenario asked: only the client's patience ends it.
             handshakeTimer?.cancel()
             handshakeTimer = nil
+        case .alert?, .reset?, nil:
+            break
         }
         return decision
     }
