@@ -226,6 +226,16 @@ final class TLSTransport: Transport, TransportDelegate {
             startDrip()
             return true
         }
+        if !dripQueue.isEmpty {
+            // The handshake ended with bytes still queued (TLS 1.3's session tickets, written as the client's
+            // Finished is read): they go first, at once, or the records after them arrive out of order and
+            // the client fails with bad record mac.
+            dripTimer?.cancel()
+            dripTimer = nil
+            let queued = dripQueue
+            dripQueue.removeAll()
+            guard queued.withUnsafeBytes({ tcp.write($0) }) else { return false }
+        }
         let written = tcp.write(UnsafeRawBufferPointer(start: data, count: length))
         _ = faultline_BIO_reset(output)
         return written
