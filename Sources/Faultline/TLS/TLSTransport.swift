@@ -266,7 +266,10 @@ final class TLSTransport: Transport, TransportDelegate {
         handshakeTimer = nil
         phase = .established
         summary.handshake = .completed
-        summary.version = String(cString: SSL_get_version(ssl))
+        // TLSVersion's journal name (OpenSSL says `TLSv1` for 1.0).
+        let negotiated = SSL_version(ssl)
+        summary.version = TLSVersion.allCases.first { $0.openSSL == negotiated }?.journalName
+            ?? String(cString: SSL_get_version(ssl))
         if let cipher = SSL_get_current_cipher(ssl) { summary.cipher = String(cString: SSL_CIPHER_get_name(cipher)) }
         var alpn: UnsafePointer<UInt8>?
         var alpnLength: UInt32 = 0
