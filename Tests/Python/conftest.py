@@ -134,7 +134,8 @@ class FaultlineProcess:
                 line = None
             if line is None or not line.startswith("listening on https://"):
                 self.kill()
-                pytest.fail(f"faultline printed no https line ({line!r}); command: {self.args}\nstderr:\n{self.stderr()}")
+                pytest.fail(f"faultline printed no https line ({line!r}); command: {self.args}\n"
+                            f"stderr:\n{self.stderr()}")
             self.https_url = line[len("listening on "):].strip()
             self.tls_port = int(self.https_url.rsplit(":", 1)[1])
         return self
