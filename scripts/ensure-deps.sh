@@ -66,6 +66,14 @@ if [ "$need" = test ]; then
                 python3-requests python3-pytest python3-jsonschema >/dev/null
         fi
     fi
+    if ! python3 -c 'import httpx, cryptography' 2>/dev/null; then
+        echo "ensure-deps: installing Python packages httpx, cryptography (Tests/Python/test_tls.py)" >&2
+        # Debian has both (python3-httpx, python3-cryptography); pip where it may install, as above.
+        if ! python3 -m pip install -q httpx cryptography 2>/dev/null; then
+            $sudo apt-get update -qq
+            DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-httpx python3-cryptography >/dev/null
+        fi
+    fi
     if ! python3 -c 'import schemathesis' 2>/dev/null; then
         echo "ensure-deps: installing Python package schemathesis" >&2
         # Debian has no schemathesis package. Where pip may not install (PEP 668), it installs anyway with

@@ -98,6 +98,8 @@ class FaultlineProcess:
         self._reader.start()
         self.url = None
         self.port = None
+        self.https_url = None  # with --tls-port: the second stdout line
+        self.tls_port = None
         self.stopped = False
 
     def _read_stdout(self):
@@ -124,6 +126,18 @@ class FaultlineProcess:
             pytest.fail(f"faultline did not start ({problem}); command: {self.args}\nstderr:\n{self.stderr()}")
         self.url = line[len("listening on "):].strip()
         self.port = int(self.url.rsplit(":", 1)[1])
+        if "--tls-port" in self.args:
+            # serve --tls-port prints a second line, `listening on https://HOST:PORT`.
+            try:
+                line = self._lines.get(timeout=timeout)
+            except queue.Empty:
+                line = None
+            if line is None or not line.startswith("listening on https://"):
+                self.kill()
+                pytest.fail(f"faultline printed no https line ({line!r}); command: {self.args}\n"
+                            f"stderr:\n{self.stderr()}")
+            self.https_url = line[len("listening on "):].strip()
+            self.tls_port = int(self.https_url.rsplit(":", 1)[1])
         return self
 
     # -- admin API -------------------------------------------------------------------------------------

@@ -44,9 +44,11 @@ final class TLSServerContext {
         _ = faultline_SSL_CTX_set_session_cache_mode(context, Int(SSL_SESS_CACHE_OFF))
         let sessionContext = Array("faultline".utf8)
         _ = SSL_CTX_set_session_id_context(context, sessionContext, UInt32(sessionContext.count))
+        // RSA 1024 is refused at OpenSSL's default security level 2, as in clientHello below.
+        if defaultCertificate == .weakKey { SSL_CTX_set_security_level(context, 0) }
         guard defaultIdentity.install(on: context) else {
+            // No SSL_CTX_free here: every stored property is set, so a throw runs deinit, which frees it.
             let reason = Self.drainErrors()
-            SSL_CTX_free(context)
             throw TLSSetupError("OpenSSL refused the certificate \(defaultCertificateName): \(reason)")
         }
         if let clientCA {

@@ -229,6 +229,16 @@ final class TLSTransport: Transport, TransportDelegate {
             startDrip()
             return true
         }
+        if !dripQueue.isEmpty {
+            // The handshake ended with bytes still queued (TLS 1.3's session tickets, written as the client's
+            // Finished is read): they go first, at once, or the records after them arrive out of order and
+            // the client fails with bad record mac.
+            dripTimer?.cancel()
+            dripTimer = nil
+            let queued = dripQueue
+            dripQueue.removeAll()
+            guard queued.withUnsafeBytes({ tcp.write($0) }) else { return false }
+        }
         let written = tcp.write(UnsafeRawBufferPointer(start: data, count: length))
         _ = faultline_BIO_reset(output)
         return written
@@ -259,7 +269,10 @@ final class TLSTransport: Transport, TransportDelegate {
         handshakeTimer = nil
         phase = .established
         summary.handshake = .completed
-        summary.version = String(cString: SSL_get_version(ssl))
+        // TLSVersion's journal name (OpenSSL says `TLSv1` for 1.0).
+        let negotiated = SSL_version(ssl)
+        summary.version = TLSVersion.allCases.first { $0.openSSL == negotiated }?.journalName
+            ?? String(cString: SSL_get_version(ssl))
         if let cipher = SSL_get_current_cipher(ssl) { summary.cipher = String(cString: SSL_CIPHER_get_name(cipher)) }
         var alpn: UnsafePointer<UInt8>?
         var alpnLength: UInt32 = 0

@@ -1,16 +1,21 @@
 // goclient: what Go's net/http reports for each request, as one JSON line per URL.
 //
-//	goclient [-timeout 1s] [-method GET] [-body TEXT] [-idempotency-key PREFIX] URL...
+//	goclient [-timeout 1s] [-method GET] [-body TEXT] [-idempotency-key PREFIX]
+//	         [-cacert PEM] [-servername NAME] [-cert PEM -key PEM] URL...
 //
 // The URLs are requested in order with one http.Client (one Transport, so a kept-alive connection is
 // reused). Each line has the status, body length and whether the body parsed as JSON, or the error: its
 // message, the chain of types errors.Unwrap walks (outermost first), and which well-known errors it wraps.
 // httptrace counts the connections each request took: a Transport retry shows as a second one.
-// Standard library only; built by Tests/Python/conftest.py.
+// HTTPS: -cacert trusts that CA bundle instead of the system's (SSL_CERT_FILE works too), -servername sends
+// that SNI name and verifies the certificate against it while dialing the URL's host, -cert/-key present a
+// client certificate. Standard library only; built by Tests/Python/conftest.py.
 package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -79,9 +84,39 @@ func main() {
 	method := flag.String("method", http.MethodGet, "request method")
 	body := flag.String("body", "", "request body (POST)")
 	key := flag.String("idempotency-key", "", "send Idempotency-Key: PREFIX-<n> (n counts from 1)")
+	caFile := flag.String("cacert", "", "trust only this CA bundle (PEM)")
+	serverName := flag.String("servername", "", "TLS server name (SNI and verification)")
+	certFile := flag.String("cert", "", "client certificate (PEM)")
+	keyFile := flag.String("key", "", "client certificate's key (PEM)")
 	flag.Parse()
 
 	client := &http.Client{Timeout: *timeout}
+	if *caFile != "" || *serverName != "" || *certFile != "" {
+		config := &tls.Config{ServerName: *serverName}
+		if *caFile != "" {
+			pem, err := os.ReadFile(*caFile)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(2)
+			}
+			config.RootCAs = x509.NewCertPool()
+			if !config.RootCAs.AppendCertsFromPEM(pem) {
+				fmt.Fprintln(os.Stderr, "no certificate in", *caFile)
+				os.Exit(2)
+			}
+		}
+		if *certFile != "" {
+			pair, err := tls.LoadX509KeyPair(*certFile, *keyFile)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(2)
+			}
+			config.Certificates = []tls.Certificate{pair}
+		}
+		transport := http.DefaultTransport.(*http.Transport).Clone()
+		transport.TLSClientConfig = config
+		client.Transport = transport
+	}
 	out := json.NewEncoder(os.Stdout)
 	for n, url := range flag.Args() {
 		r := result{URL: url, Conns: []bool{}}
