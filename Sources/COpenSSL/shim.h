@@ -1,7 +1,7 @@
 #ifndef FAULTLINE_COPENSSL_SHIM_H
 #define FAULTLINE_COPENSSL_SHIM_H
 // OpenSSL 3 (Debian's libssl-dev, Homebrew's openssl@3), found through pkg-config `openssl`. Only the Faultline
-// target imports it: the TLS transport drives OpenSSL over memory BIOs (ARCHITECTURE §TLS), and the certificate
+// target imports it: the TLS transport drives OpenSSL over memory BIOs (ARCHITECTURE §3a), and the certificate
 // authority builds its catalogue with the X509 API. OpenSSL spells many calls as macros over *_ctrl, which Swift
 // cannot import; the inline functions below give those a name.
 #include <openssl/ssl.h>

@@ -143,6 +143,9 @@ package final class CertificateAuthority: @unchecked Sendable {
         let now = time(nil)
         let day = CertificateProfile.day
         var profile = CertificateProfile.server(now: now, rsa: key.isRSA)
+        // OpenSSL-based clients (curl, Python) match `*.localhost` only against names with two labels before it,
+        // so the name that selects the certificate (`expired.localhost`) is in it explicitly.
+        profile.subjectAltName = profile.subjectAltName.map { $0 + ",DNS:\(name.rawValue).localhost" }
         var issuer: Authority? = intermediate
         var chain = [intermediate.certificate]
         switch name {

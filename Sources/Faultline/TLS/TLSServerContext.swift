@@ -1,7 +1,7 @@
 import COpenSSL
 import FaultlineCore
 
-/// One TLS listener's OpenSSL context (ARCHITECTURE §TLS): the settings every handshake starts from, and the
+/// One TLS listener's OpenSSL context (ARCHITECTURE §3a): the settings every handshake starts from, and the
 /// ClientHello callback where the engine decides how each handshake goes — which certificate, which versions,
 /// whether to ask for a client certificate, or a fault (an alert, a hang, a reset). Loop thread only, like the
 /// transports that use it.

@@ -1,7 +1,7 @@
 import COpenSSL
 import FaultlineCore
 
-/// TLS over a `TCPTransport` (ARCHITECTURE §TLS). OpenSSL never sees the socket: it reads the client's bytes
+/// TLS over a `TCPTransport` (ARCHITECTURE §3a). OpenSSL never sees the socket: it reads the client's bytes
 /// from one memory BIO and writes its own into another, and this class moves bytes between those BIOs and the
 /// TCP transport. So the faults that act below TLS — RST, FIN without close_notify, a hang, a handshake sent a
 /// few bytes at a time — are the TCP transport's own calls, and `make fuzz` drives the same accept path

@@ -1,5 +1,5 @@
 extension Engine {
-    /// How the next TLS handshake goes (ARCHITECTURE §TLS), decided from the ClientHello's server name before
+    /// How the next TLS handshake goes (ARCHITECTURE §3a), decided from the ClientHello's server name before
     /// the server sends a byte:
     /// 1. the first loaded scenario whose `tls.serverNames` claims the name, else the first whose `tls` section
     ///    names none, plays the next step of its handshake script;
@@ -30,6 +30,8 @@ extension Engine {
         decision.fault = step.fault
         decision.minVersion = step.minVersion
         decision.maxVersion = step.maxVersion
+        // A cap below 1.2 means the old versions only: the default minimum (1.2) would leave none.
+        if let maximum = step.maxVersion, maximum < .tls1_2, step.minVersion == nil { decision.minVersion = .tls1_0 }
         decision.clientCertificate = step.clientCertificate ?? .none
         decision.resumption = section.resumption
         decision.closeNotify = section.closeNotify

@@ -23,7 +23,7 @@ public enum TLSHandshakeEnd: String, Sendable, Equatable {
     case failed
 }
 
-/// What the journal keeps of a TLS connection (ARCHITECTURE §TLS): every entry of the connection carries it.
+/// What the journal keeps of a TLS connection (ARCHITECTURE §3a): every entry of the connection carries it.
 public struct TLSSummary: Sendable, Equatable {
     /// `TLSv1.3`; nil until the handshake completes.
     public var version: String?

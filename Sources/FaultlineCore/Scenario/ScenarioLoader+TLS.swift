@@ -1,5 +1,5 @@
 extension ScenarioLoader.Reader {
-    /// A scenario's `tls` section: how handshakes on the TLS port go (ARCHITECTURE §TLS).
+    /// A scenario's `tls` section: how handshakes on the TLS port go (ARCHITECTURE §3a).
     mutating func tlsSection(_ value: JSONValue, at path: String) -> TLSSection? {
         guard let fields = fields(
             value, at: path,

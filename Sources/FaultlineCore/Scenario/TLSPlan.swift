@@ -1,6 +1,6 @@
-/// The certificates Faultline's authority can serve (ARCHITECTURE §TLS). Every leaf except `wrong-host` and
-/// `cn-only` names `localhost`, `*.localhost`, `127.0.0.1` and `::1`, so each one fails a client for exactly one
-/// reason.
+/// The certificates Faultline's authority can serve (ARCHITECTURE §3a). Every leaf except `wrong-host` and
+/// `cn-only` names `localhost`, `*.localhost`, its own `NAME.localhost` (OpenSSL clients match no `*.localhost`),
+/// `127.0.0.1` and `::1`, so each one fails a client for exactly one reason.
 public enum TLSCertificateName: String, Sendable, CaseIterable, Hashable {
     /// Signed by the exported CA through its intermediate; the chain is sent. Every client that trusts the CA
     /// accepts it.
@@ -173,7 +173,7 @@ public enum TLSAlertNames {
 }
 
 /// A scenario's `tls` section: how the handshakes it decides go, one step per handshake, like a route's
-/// responses (ARCHITECTURE §TLS).
+/// responses (ARCHITECTURE §3a).
 public struct TLSSection: Sendable, Equatable {
     /// The server names (exact, or `*.suffix`) whose handshakes this section decides. Empty: every handshake
     /// that no other scenario's names claim.
