@@ -53,7 +53,7 @@ soak: deps
 	$(SWIFT) build -c release --product faultline
 	python3 scripts/soak.py
 
-# libFuzzer on the HTTP parser and the scenario loader, FUZZ_SECONDS each (scripts/fuzz.sh).
+# libFuzzer on the HTTP parser, the scenario loader and the TLS accept path, FUZZ_SECONDS each (scripts/fuzz.sh).
 FUZZ_SECONDS ?= 60
 fuzz:
 	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh

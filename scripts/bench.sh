@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Throughput and p99 latency: wrk against Faultline and against nginx (one worker) in the same run, both
 # returning the same small JSON body on loopback. Faultline runs with its journal on (the default).
-# Results are printed as a table and written to bench-results/bench.txt.
+# Three rows, each a table: plain HTTP keep-alive; HTTPS keep-alive (wrk over TLS); new TLS connections
+# (`Connection: close`, so wrk reconnects and both servers do a full handshake for every request). Both servers
+# serve one ECDSA P-256 certificate made here with the openssl CLI, TLS 1.2 and 1.3 (1.3 is negotiated).
+# Results are printed as tables and written to bench-results/bench.txt.
 # The two servers take turns for ROUNDS rounds (nginx, Faultline, nginx, ...): on a shared 2-core machine a
 # single run can differ by 20 % either way. The table shows each one's median round; the ratio is the median of
 # the rounds' ratios, each from two runs back to back, so a slow stretch of the machine weighs on both sides.
@@ -31,8 +34,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# One certificate and key for both servers: ECDSA P-256, SAN 127.0.0.1.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=127.0.0.1 \
+    -addext subjectAltName=IP:127.0.0.1 -keyout "$work/key.pem" -out "$work/cert.pem" 2>/dev/null
+
 # nginx: one worker, no access log, the same body and content type.
-nginx_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+nginx_port=$(free_port)
+nginx_tls_port=$(free_port)
 mkdir -p "$work/nginx"
 cat > "$work/nginx.conf" <<NGINX
 worker_processes 1;
@@ -49,28 +58,46 @@ http {
         listen 127.0.0.1:$nginx_port;
         location /item { default_type application/json; return 200 '$body'; }
     }
+    server {
+        listen 127.0.0.1:$nginx_tls_port ssl;
+        ssl_certificate $work/cert.pem;
+        ssl_certificate_key $work/key.pem;
+        ssl_protocols TLSv1.2 TLSv1.3;
+        location /item { default_type application/json; return 200 '$body'; }
+    }
 }
 NGINX
 "${server_cpu[@]}" nginx -c "$work/nginx.conf" -e "$work/nginx/error.log"
 
 # --quiet: the per-request stderr log is a debugging aid, not part of serving (its cost is in the README).
-"${server_cpu[@]}" "$binary" serve bench/plain-json.json --port 0 --port-file "$work/port" --quiet >/dev/null 2>&1 &
+"${server_cpu[@]}" "$binary" serve bench/plain-json.json --port 0 --port-file "$work/port" --quiet \
+    --tls-port 0 --tls-port-file "$work/tls-port" --tls-dir "$work/tls" \
+    --tls-cert-file "$work/cert.pem" --tls-key-file "$work/key.pem" >/dev/null 2>&1 &
 faultline_pid=$!
-for _ in $(seq 1 200); do [ -s "$work/port" ] && break; sleep 0.05; done
+for _ in $(seq 1 200); do [ -s "$work/port" ] && [ -s "$work/tls-port" ] && break; sleep 0.05; done
 faultline_port=$(cat "$work/port")
+faultline_tls_port=$(cat "$work/tls-port")
 
 check() {
     local got
-    got=$(curl -s "$1")
+    got=$(curl -s --cacert "$work/cert.pem" "$1")
     [ "$got" = "$body" ] || { echo "bench: $1 returned '$got', expected '$body'" >&2; exit 1; }
 }
 check "http://127.0.0.1:$faultline_port/item"
 check "http://127.0.0.1:$nginx_port/item"
+check "https://127.0.0.1:$faultline_tls_port/item"
+check "https://127.0.0.1:$nginx_tls_port/item"
+# The TLS version each server negotiates with the default client settings.
+tls_version() {
+    openssl s_client -connect "127.0.0.1:$1" -CAfile "$work/cert.pem" </dev/null 2>/dev/null \
+        | awk '/^New, / {print $2}' | tr -d ,
+}
+nginx_tls=$(tls_version "$nginx_tls_port"); faultline_tls=$(tls_version "$faultline_tls_port")
 
 run_wrk() {
-    # Warm up briefly, then measure.
-    "${client_cpu[@]}" wrk -t"$threads" -c"$connections" -d2s "$1" >/dev/null
-    "${client_cpu[@]}" wrk -t"$threads" -c"$connections" -d"$duration" --latency "$1"
+    # Warm up briefly, then measure. Arguments after the URL go to wrk (a header).
+    "${client_cpu[@]}" wrk -t"$threads" -c"$connections" -d2s "${@:2}" "$1" >/dev/null
+    "${client_cpu[@]}" wrk -t"$threads" -c"$connections" -d"$duration" --latency "${@:2}" "$1"
 }
 
 to_ms() {
@@ -84,39 +111,63 @@ rps() { awk '/Requests\/sec/ {print $2}' "$1"; }
 p99() { to_ms "$(awk '$1=="99%" {print $2}' "$1")"; }
 errors() { awk '/Non-2xx|Socket errors/' "$1" | tr '\n' ' '; }
 
-for round in $(seq 1 "$rounds"); do
-    run_wrk "http://127.0.0.1:$nginx_port/item" > "$work/nginx.$round.txt"
-    run_wrk "http://127.0.0.1:$faultline_port/item" > "$work/faultline.$round.txt"
-done
+# A row: ROUNDS rounds of nginx then Faultline. Files $work/<row>-nginx.<round>.txt, $work/<row>-faultline.<round>.txt.
+measure() {
+    local row=$1 nginx_url=$2 faultline_url=$3
+    shift 3
+    for round in $(seq 1 "$rounds"); do
+        run_wrk "$nginx_url" "$@" > "$work/$row-nginx.$round.txt"
+        run_wrk "$faultline_url" "$@" > "$work/$row-faultline.$round.txt"
+    done
+}
+measure plain "http://127.0.0.1:$nginx_port/item" "http://127.0.0.1:$faultline_port/item"
+measure https "https://127.0.0.1:$nginx_tls_port/item" "https://127.0.0.1:$faultline_tls_port/item"
+measure handshake "https://127.0.0.1:$nginx_tls_port/item" "https://127.0.0.1:$faultline_tls_port/item" \
+    -H "Connection: close"
 
 # The round with the median requests/s (its p99 goes with it).
 median_round() {
     for round in $(seq 1 "$rounds"); do echo "$(rps "$work/$1.$round.txt") $round"; done \
         | sort -n | awk '{a[NR]=$2} END {print a[int((NR+1)/2)]}'
 }
-nginx_median="$work/nginx.$(median_round nginx).txt"
-faultline_median="$work/faultline.$(median_round faultline).txt"
-nginx_rps=$(rps "$nginx_median"); faultline_rps=$(rps "$faultline_median")
-nginx_p99=$(p99 "$nginx_median"); faultline_p99=$(p99 "$faultline_median")
 all_rounds() { for round in $(seq 1 "$rounds"); do printf '%s ' "$(rps "$work/$1.$round.txt")"; done; }
-journal=$(curl -s "http://127.0.0.1:$faultline_port/__faultline/requests/count")
-round_ratios=$(for round in $(seq 1 "$rounds"); do
-    python3 -c "print(round($(rps "$work/faultline.$round.txt") / $(rps "$work/nginx.$round.txt"), 3), end=' ')"
-done)
-ratio=$(python3 -c "import statistics, sys; print(statistics.median(float(r) for r in sys.argv[1:]))" $round_ratios)
 
-{
-    echo "benchmark: wrk -t$threads -c$connections -d$duration, GET /item (${#body}-byte JSON), loopback, $(nproc) cores, $([ "$pin" = 1 ] && echo "servers pinned to core 0, wrk to core 1" || echo "unpinned"), median of $rounds rounds"
-    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  nginx: $(nginx -v 2>&1 | sed 's/.*\///')  faultline: $("$binary" --version)"
+# One row's table, as the plain row has always been printed.
+report() {
+    local row=$1 title=$2
+    local nginx_median faultline_median nginx_rps faultline_rps nginx_p99 faultline_p99 round_ratios ratio
+    nginx_median="$work/$row-nginx.$(median_round "$row-nginx").txt"
+    faultline_median="$work/$row-faultline.$(median_round "$row-faultline").txt"
+    nginx_rps=$(rps "$nginx_median"); faultline_rps=$(rps "$faultline_median")
+    nginx_p99=$(p99 "$nginx_median"); faultline_p99=$(p99 "$faultline_median")
+    round_ratios=$(for round in $(seq 1 "$rounds"); do
+        python3 -c "print(round($(rps "$work/$row-faultline.$round.txt") / $(rps "$work/$row-nginx.$round.txt"), 3), end=' ')"
+    done)
+    ratio=$(python3 -c "import statistics, sys; print(statistics.median(float(r) for r in sys.argv[1:]))" $round_ratios)
+    echo "$title"
     printf '%-12s %14s %10s\n' server "requests/s" "p99 ms"
     printf '%-12s %14s %10s\n' nginx "$nginx_rps" "$nginx_p99"
     printf '%-12s %14s %10s\n' faultline "$faultline_rps" "$faultline_p99"
     echo "throughput ratio faultline/nginx (median of the rounds' ratios): $ratio"
-    echo "rounds, requests/s: nginx $(all_rounds nginx)| faultline $(all_rounds faultline)| ratio per round $round_ratios"
-    echo "faultline journal after the run: $journal"
+    echo "rounds, requests/s: nginx $(all_rounds "$row-nginx")| faultline $(all_rounds "$row-faultline")| ratio per round $round_ratios"
     for round in $(seq 1 "$rounds"); do
-        [ -n "$(errors "$work/faultline.$round.txt")" ] && echo "faultline wrk errors, round $round: $(errors "$work/faultline.$round.txt")"
-        [ -n "$(errors "$work/nginx.$round.txt")" ] && echo "nginx wrk errors, round $round: $(errors "$work/nginx.$round.txt")"
+        [ -n "$(errors "$work/$row-faultline.$round.txt")" ] \
+            && echo "faultline wrk errors, round $round: $(errors "$work/$row-faultline.$round.txt")"
+        [ -n "$(errors "$work/$row-nginx.$round.txt")" ] \
+            && echo "nginx wrk errors, round $round: $(errors "$work/$row-nginx.$round.txt")"
     done
     true
+}
+journal=$(curl -s "http://127.0.0.1:$faultline_port/__faultline/requests/count")
+
+{
+    echo "benchmark: wrk -t$threads -c$connections -d$duration, GET /item (${#body}-byte JSON), loopback, $(nproc) cores, $([ "$pin" = 1 ] && echo "servers pinned to core 0, wrk to core 1" || echo "unpinned"), median of $rounds rounds"
+    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  nginx: $(nginx -v 2>&1 | sed 's/.*\///')  faultline: $("$binary" --version)  $(openssl version | cut -d' ' -f1-2)"
+    report plain "plain HTTP, keep-alive"
+    echo
+    report https "HTTPS, keep-alive (ECDSA P-256; negotiated: nginx $nginx_tls, faultline $faultline_tls)"
+    echo
+    report handshake "HTTPS, new TLS connection per request (Connection: close: a full handshake each)"
+    echo
+    echo "faultline journal after the run: $journal"
 } | tee "$out_dir/bench$suffix.txt"

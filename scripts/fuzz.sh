@@ -2,6 +2,8 @@
 # Builds the libFuzzer targets in Fuzz/ and runs each in turn for FUZZ_SECONDS, one process at a time.
 #   http-parser  HTTPRequestParser: one append against random pieces, framing, state queries
 #   scenario     JSONValue.parse and ScenarioLoader.load: round trips, error paths
+#   tls-accept   the TLS accept path over memory BIOs (TLSSession, TLSServerContext and its ClientHello callback):
+#                a client byte stream in random pieces under each kind of handshake decision
 # Usage: scripts/fuzz.sh [target...]   (default: all targets)
 # Environment: FUZZ_SECONDS (default 60) per target; FUZZ_OPTIMIZE (default -O; -Onone builds in about a third
 # of the time but executes inputs four to eight times slower); SWIFTC (default swiftc); FUZZ_RUNS: run exactly
@@ -25,7 +27,7 @@ optimize="${FUZZ_OPTIMIZE:--O}"
 swiftc="${SWIFTC:-swiftc}"
 # One build folder per optimization level, so switching between `make fuzz` and `make fuzz-ci` rebuilds nothing.
 build=".build/fuzz/${optimize#-}"
-all_targets=(http-parser scenario)
+all_targets=(http-parser scenario tls-accept)
 targets=("$@")
 [ "${#targets[@]}" -gt 0 ] || targets=("${all_targets[@]}")
 
@@ -34,6 +36,7 @@ swift_name() {
     case "$1" in
         http-parser) echo HTTPParser ;;
         scenario) echo Scenario ;;
+        tls-accept) echo TLSAccept ;;
         *) echo "fuzz: unknown target $1 (targets: ${all_targets[*]})" >&2; exit 2 ;;
     esac
 }
@@ -43,6 +46,7 @@ run_options() {
     case "$1" in
         http-parser) echo "-dict=Fuzz/http.dict -max_len=4096" ;;
         scenario) echo "-dict=Fuzz/json.dict -max_len=8192" ;;
+        tls-accept) echo "-max_len=4096" ;;
     esac
 }
 
@@ -77,18 +81,36 @@ if [ ! -f "$library" ] || [ "$(cat "$stamp" 2>/dev/null)" != "${core_flags[*]}" 
     echo "${core_flags[*]}" >"$stamp"
 fi
 
+# What the tls-accept fuzzer compiles of the server: the OpenSSL side of a connection and what it needs.
+tls_sources=(Sources/Faultline/TLS/{TLSSession,TLSServerContext,ServerIdentity,PrivateKey,X509Certificate,CertificateProfile,TLSSetupError}.swift)
+
 status=0
 for target in "${targets[@]}"; do
     name="$(swift_name "$target")"
     binary="$build/$target"
-    sources=("Fuzz/${name}Fuzzer.swift" "Tests/FaultlineCoreTests/FuzzChecks/${name}FuzzCheck.swift")
-    if [ ! -x "$binary" ] || [ "$library" -nt "$binary" ] || [ "${sources[0]}" -nt "$binary" ] \
-        || [ "${sources[1]}" -nt "$binary" ]; then
+    if [ "$target" = tls-accept ]; then
+        # The server's own TLS files (module Faultline's, compiled here into the fuzzer's module) with coverage;
+        # the entry point and its checks are in one file, as they need OpenSSL, which the core tests lack.
+        # OpenSSL itself is the system's, without coverage: libFuzzer sees the Swift side only.
+        sources=("Fuzz/${name}Fuzzer.swift" "${tls_sources[@]}")
+    else
+        sources=("Fuzz/${name}Fuzzer.swift" "Tests/FaultlineCoreTests/FuzzChecks/${name}FuzzCheck.swift")
+    fi
+    stale=0
+    [ -x "$binary" ] && [ ! "$library" -nt "$binary" ] || stale=1
+    for file in "${sources[@]}"; do [ "$file" -nt "$binary" ] && stale=1; done
+    if [ "$stale" = 1 ]; then
         echo "fuzz: building $binary" >&2
-        # The checks get AddressSanitizer but no coverage, so libFuzzer's coverage counts only FaultlineCore.
-        "$swiftc" "${flags[@]}" -sanitize=address -wmo -module-name "${name}Fuzzer" \
-            -I "$build/core" -c "${sources[@]}" -o "$build/$target.o"
-        "$swiftc" -sanitize=fuzzer,address -use-ld=lld "$build/$target.o" "$library" -o "$binary"
+        if [ "$target" = tls-accept ]; then
+            "$swiftc" "${core_flags[@]}" -wmo -module-name "${name}Fuzzer" -I "$build/core" -I Sources/COpenSSL \
+                -c "${sources[@]}" -o "$build/$target.o"
+            "$swiftc" -sanitize=fuzzer,address -use-ld=lld "$build/$target.o" "$library" -lssl -lcrypto -o "$binary"
+        else
+            # The checks get AddressSanitizer but no coverage, so libFuzzer's coverage counts only FaultlineCore.
+            "$swiftc" "${flags[@]}" -sanitize=address -wmo -module-name "${name}Fuzzer" \
+                -I "$build/core" -c "${sources[@]}" -o "$build/$target.o"
+            "$swiftc" -sanitize=fuzzer,address -use-ld=lld "$build/$target.o" "$library" -o "$binary"
+        fi
     fi
 
     corpus=".build/fuzz/corpus/$target"

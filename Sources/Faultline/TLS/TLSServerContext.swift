@@ -57,8 +57,10 @@ final class TLSServerContext {
             _ = SSL_CTX_add_client_CA(context, clientCA)
         }
         SSL_CTX_set_client_hello_cb(context, { ssl, alert, _ in
-            guard let ssl, let transport = TLSServerContext.transport(of: ssl) else { return SSL_CLIENT_HELLO_ERROR }
-            return transport.context.clientHello(ssl, transport, alert)
+            guard let ssl, let session = TLSServerContext.session(of: ssl), let party = session.party else {
+                return SSL_CLIENT_HELLO_ERROR
+            }
+            return session.context.clientHello(ssl, party, alert)
         }, nil)
         SSL_CTX_set_alpn_select_cb(context, { _, out, outLength, offered, offeredLength, _ in
             // HTTP/1.1 is the only protocol served; a client that offers only others gets no ALPN (RFC 7301 §3.2
@@ -73,9 +75,9 @@ final class TLSServerContext {
         }, nil)
         SSL_CTX_set_info_callback(context) { ssl, where_, value in
             guard where_ & SSL_CB_ALERT != 0, let ssl,
-                  let transport = TLSServerContext.transport(of: ssl) else { return }
+                  let party = TLSServerContext.session(of: ssl)?.party else { return }
             // `value`: level in the high byte, description in the low one.
-            transport.alert(sent: where_ & SSL_CB_WRITE != 0, code: UInt8(truncatingIfNeeded: value & 0xff))
+            party.alert(sent: where_ & SSL_CB_WRITE != 0, code: UInt8(truncatingIfNeeded: value & 0xff))
         }
     }
 
@@ -92,15 +94,15 @@ final class TLSServerContext {
         return pointer
     }()
 
-    private static func transport(of ssl: OpaquePointer) -> TLSTransport? {
+    private static func session(of ssl: OpaquePointer) -> TLSSession? {
         guard let data = faultline_SSL_get_app_data(ssl) else { return nil }
-        return Unmanaged<TLSTransport>.fromOpaque(data).takeUnretainedValue()
+        return Unmanaged<TLSSession>.fromOpaque(data).takeUnretainedValue()
     }
 
     /// The ClientHello callback: read the server name and ALPN list, ask the engine, apply its decision.
     /// Returning RETRY holds the handshake (a hang or a reset); ERROR sends `alert`.
     private func clientHello(
-        _ ssl: OpaquePointer, _ transport: TLSTransport, _ alert: UnsafeMutablePointer<Int32>?
+        _ ssl: OpaquePointer, _ transport: TLSSessionParty, _ alert: UnsafeMutablePointer<Int32>?
     ) -> Int32 {
         let decision = transport.decide(serverName: Self.serverName(ssl), alpnOffered: Self.alpnOffered(ssl))
         switch decision.fault {

@@ -12,7 +12,7 @@ import FaultlineCore
 /// version range, client certificates, or a fault. The HTTP connection above sees nothing until the handshake
 /// completes; a connection whose handshake fails, or that closes before a request, is reported through
 /// `onHandshakeOnly` so the journal still has an entry for it. Loop thread only.
-final class TLSTransport: Transport, TransportDelegate {
+final class TLSTransport: Transport, TransportDelegate, TLSSessionParty {
     /// The protocol above (the HTTP/1.1 connection); told nothing before the handshake completes.
     @exclusivity(unchecked) var delegate: TransportDelegate?
     var peerAddress: String { tcp.peerAddress }
@@ -32,9 +32,9 @@ final class TLSTransport: Transport, TransportDelegate {
     @exclusivity(unchecked) private var firstByte: UInt8?
     private let loop: EventLoop
     private let plaintext: ScratchBuffer
-    @exclusivity(unchecked) private var ssl: OpaquePointer?
-    @exclusivity(unchecked) private var input: OpaquePointer?
-    @exclusivity(unchecked) private var output: OpaquePointer?
+    /// OpenSSL's side: the SSL object and its two memory BIOs.
+    private let session: TLSSession
+    private var ssl: OpaquePointer? { session.ssl }
     @exclusivity(unchecked) private var phase = Phase.handshaking
     /// The protocol above asked to stop reading (a response in progress): decrypted bytes wait in OpenSSL.
     @exclusivity(unchecked) private var readingWanted = true
@@ -67,14 +67,8 @@ final class TLSTransport: Transport, TransportDelegate {
         self.loop = loop
         self.plaintext = plaintext
         self.handshakeTimeoutMilliseconds = handshakeTimeoutMilliseconds
-        ssl = SSL_new(context.context)
-        input = BIO_new(BIO_s_mem())
-        output = BIO_new(BIO_s_mem())
-        // An empty input BIO means "more to come", not end of file.
-        _ = faultline_BIO_set_mem_eof_return(input, -1)
-        SSL_set_bio(ssl, input, output)
-        SSL_set_accept_state(ssl)
-        _ = faultline_SSL_set_app_data(ssl, Unmanaged.passUnretained(self).toOpaque())
+        session = TLSSession(context: context)
+        session.party = self
         tcp.delegate = self
         handshakeTimer = LoopTimer(loop: loop, milliseconds: handshakeTimeoutMilliseconds) { [unowned self] in
             handshakeTimer = nil
@@ -118,13 +112,13 @@ final class TLSTransport: Transport, TransportDelegate {
     // MARK: - TransportDelegate (from TCP)
 
     func transportReceived(_ bytes: UnsafeRawBufferPointer) {
-        guard phase != .closed, let input else { return }
+        guard phase != .closed, ssl != nil else { return }
         if phase == .held {
             // A hang reads and forgets: the client's retransmissions and alerts change nothing.
             return
         }
         if firstByte == nil, let byte = bytes.first { firstByte = byte }
-        _ = BIO_write(input, bytes.baseAddress, Int32(bytes.count))
+        session.feed(bytes)
         pump()
     }
 
@@ -159,26 +153,21 @@ final class TLSTransport: Transport, TransportDelegate {
             if closeRequested { release() }
         }
         if phase == .handshaking {
-            guard let ssl else { return }
-            let result = SSL_do_handshake(ssl)
-            if result == 1 {
+            switch session.handshake() {
+            case .completed:
                 flushOutput()
                 handshakeCompleted()
-            } else {
-                let error = SSL_get_error(ssl, result)
-                switch error {
-                case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE:
-                    flushOutput()
-                    ERR_clear_error()
-                    return
-                case SSL_ERROR_WANT_CLIENT_HELLO_CB:
-                    ERR_clear_error()
-                    heldByDecision()
-                    return
-                default:
-                    handshakeFailed()
-                    return
-                }
+            case .wantMore:
+                flushOutput()
+                return
+            case .held:
+                heldByDecision()
+                return
+            case .failed:
+                handshakeFailed()
+                return
+            case .released:
+                return
             }
         }
         guard phase == .established else { return }
@@ -187,30 +176,28 @@ final class TLSTransport: Transport, TransportDelegate {
 
     /// Decrypts what OpenSSL holds and hands it up, while the protocol above wants to read.
     private func readPlaintext() {
-        while phase == .established, readingWanted, !closeRequested, let ssl {
-            let count = plaintext.withBytes { SSL_read(ssl, $0.baseAddress, Int32(min($0.count, Int(Int32.max)))) }
-            if count > 0 {
+        while phase == .established, readingWanted, !closeRequested {
+            switch plaintext.withBytes({ session.read(into: $0) }) {
+            case .bytes(let count):
                 plaintext.withBytes { buffer in
-                    delegate?.transportReceived(UnsafeRawBufferPointer(rebasing: buffer[0..<Int(count)]))
+                    delegate?.transportReceived(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
                 }
                 continue
-            }
-            let error = SSL_get_error(ssl, count)
-            ERR_clear_error()
-            switch error {
-            case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE:
+            case .wantMore:
                 // A TLS 1.3 key update or ticket may have produced bytes to send.
                 flushOutput()
                 return
-            case SSL_ERROR_ZERO_RETURN:
+            case .closed:
                 // close_notify: the client will send no more.
                 flushOutput()
                 tcp.setReading(false)
                 delegate?.transportPeerFinished()
                 return
-            default:
+            case .failed:
                 tcp.setReading(false)
                 delegate?.transportFailed()
+                return
+            case .released:
                 return
             }
         }
@@ -219,28 +206,26 @@ final class TLSTransport: Transport, TransportDelegate {
     /// Moves what OpenSSL wrote into its output BIO to the TCP transport (or the drip queue).
     @discardableResult
     private func flushOutput() -> Bool {
-        guard let output else { return false }
-        var data: UnsafeMutablePointer<CChar>?
-        let length = faultline_BIO_get_mem_data(output, &data)
-        guard length > 0, let data else { return true }
-        if phase == .handshaking, case .slow = decision?.fault {
-            dripQueue.append(contentsOf: UnsafeRawBufferPointer(start: data, count: length))
-            _ = faultline_BIO_reset(output)
-            startDrip()
-            return true
+        var drip = false
+        let written = session.takeOutput { bytes in
+            if phase == .handshaking, case .slow = decision?.fault {
+                dripQueue.append(contentsOf: bytes)
+                drip = true
+                return true
+            }
+            if !dripQueue.isEmpty {
+                // The handshake ended with bytes still queued (TLS 1.3's session tickets, written as the client's
+                // Finished is read): they go first, at once, or the records after them arrive out of order and
+                // the client fails with bad record mac.
+                dripTimer?.cancel()
+                dripTimer = nil
+                let queued = dripQueue
+                dripQueue.removeAll()
+                guard queued.withUnsafeBytes({ tcp.write($0) }) else { return false }
+            }
+            return tcp.write(bytes)
         }
-        if !dripQueue.isEmpty {
-            // The handshake ended with bytes still queued (TLS 1.3's session tickets, written as the client's
-            // Finished is read): they go first, at once, or the records after them arrive out of order and
-            // the client fails with bad record mac.
-            dripTimer?.cancel()
-            dripTimer = nil
-            let queued = dripQueue
-            dripQueue.removeAll()
-            guard queued.withUnsafeBytes({ tcp.write($0) }) else { return false }
-        }
-        let written = tcp.write(UnsafeRawBufferPointer(start: data, count: length))
-        _ = faultline_BIO_reset(output)
+        if drip { startDrip() }
         return written
     }
 
@@ -356,22 +341,17 @@ final class TLSTransport: Transport, TransportDelegate {
     // MARK: - Transport (from the protocol above)
 
     func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        guard phase == .established, let ssl, !closeRequested else { return false }
+        guard phase == .established, ssl != nil, !closeRequested else { return false }
         guard !bytes.isEmpty else { return true }
         // A memory BIO never pushes back: SSL_write takes everything at once.
-        let written = SSL_write(ssl, bytes.baseAddress, Int32(bytes.count))
-        guard written > 0 else {
-            ERR_clear_error()
-            return false
-        }
+        guard session.write(bytes) else { return false }
         return flushOutput()
     }
 
     var pendingOutput: Int { tcp.pendingOutput + dripQueue.count }
 
     var hasUnreadInput: Bool {
-        guard let ssl else { return tcp.hasUnreadInput }
-        return SSL_pending(ssl) > 0 || (input.map { BIO_ctrl_pending($0) > 0 } ?? false) || tcp.hasUnreadInput
+        session.hasPendingInput || tcp.hasUnreadInput
     }
 
     var peerHasReset: Bool { tcp.peerHasReset }
@@ -426,21 +406,16 @@ final class TLSTransport: Transport, TransportDelegate {
     }
 
     private func sendCloseNotify() {
-        guard !closeNotifySent, phase == .established, let ssl else { return }
+        guard !closeNotifySent, phase == .established, ssl != nil else { return }
         closeNotifySent = true
-        _ = SSL_shutdown(ssl)
-        ERR_clear_error()
+        session.shutdown()
         flushOutput()
     }
 
     /// Frees OpenSSL's objects (the BIOs go with the SSL).
     private func release() {
-        guard let ssl else { return }
-        _ = faultline_SSL_set_app_data(ssl, nil)
-        SSL_free(ssl)
-        self.ssl = nil
-        input = nil
-        output = nil
+        guard ssl != nil else { return }
+        session.release()
         onHandshakeEnd = nil
     }
 }
