@@ -13,6 +13,8 @@
 # free of sanitizers. FaultlineCore is compiled once into .build/fuzz with coverage and AddressSanitizer; each
 # fuzzer is its entry point in Fuzz/ plus its checks from Tests/FaultlineCoreTests/FuzzChecks (which
 # FuzzRegressionTests also runs on every file in Fuzz/corpus and Fuzz/regressions), linked with libFuzzer.
+# tls-accept is the exception: it compiles the server's TLS files (tls_sources below) with coverage into its own
+# module, its checks in the same file as its entry point (they need OpenSSL), and links libssl and libcrypto.
 #
 # New corpus entries go to .build/fuzz/corpus/<target> (Fuzz/corpus is only read). A failing input is saved in
 # Fuzz/crashes/<target>/ and the script exits non-zero; `.build/fuzz/O/<target> <input>` replays it. Once fixed,
