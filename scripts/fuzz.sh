@@ -84,7 +84,10 @@ if [ ! -f "$library" ] || [ "$(cat "$stamp" 2>/dev/null)" != "${core_flags[*]}" 
 fi
 
 # What the tls-accept fuzzer compiles of the server: the OpenSSL side of a connection and what it needs.
-tls_sources=(Sources/Faultline/TLS/{TLSSession,TLSServerContext,ServerIdentity,PrivateKey,X509Certificate,CertificateProfile,TLSSetupError}.swift)
+tls_sources=()
+for file in TLSSession TLSServerContext ServerIdentity PrivateKey X509Certificate CertificateProfile TLSSetupError; do
+    tls_sources+=("Sources/Faultline/TLS/$file.swift")
+done
 
 status=0
 for target in "${targets[@]}"; do
