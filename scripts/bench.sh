@@ -72,7 +72,7 @@ NGINX
 # --quiet: the per-request stderr log is a debugging aid, not part of serving (its cost is in the README).
 "${server_cpu[@]}" "$binary" serve bench/plain-json.json --port 0 --port-file "$work/port" --quiet \
     --tls-port 0 --tls-port-file "$work/tls-port" --tls-dir "$work/tls" \
-    --tls-cert-file "$work/cert.pem" --tls-key-file "$work/key.pem" >/dev/null 2>&1 &
+    --tls-cert-file "$work/cert.pem" --tls-key-file "$work/key.pem" >"$out_dir/faultline$suffix.log" 2>&1 &
 faultline_pid=$!
 for _ in $(seq 1 200); do [ -s "$work/port" ] && [ -s "$work/tls-port" ] && break; sleep 0.05; done
 faultline_port=$(cat "$work/port")
@@ -96,8 +96,13 @@ nginx_tls=$(tls_version "$nginx_tls_port"); faultline_tls=$(tls_version "$faultl
 
 run_wrk() {
     # Warm up briefly, then measure. Arguments after the URL go to wrk (a header).
-    "${client_cpu[@]}" wrk -t"$threads" -c"$connections" -d2s "${@:2}" "$1" >/dev/null
-    "${client_cpu[@]}" wrk -t"$threads" -c"$connections" -d"$duration" --latency "${@:2}" "$1"
+    if ! "${client_cpu[@]}" wrk -t"$threads" -c"$connections" -d2s "${@:2}" "$1" >/dev/null \
+        || ! "${client_cpu[@]}" wrk -t"$threads" -c"$connections" -d"$duration" --latency "${@:2}" "$1"; then
+        echo "bench: wrk failed against $1; faultline $(kill -0 "$faultline_pid" 2>/dev/null && echo running \
+            || echo "has exited"), nginx $(kill -0 "$(cat "$work/nginx.pid")" 2>/dev/null && echo running \
+            || echo "has exited"); faultline's output is in $out_dir/faultline$suffix.log" >&2
+        exit 1
+    fi
 }
 
 to_ms() {
