@@ -35,6 +35,13 @@ let package = Package(
             pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]
         ),
+        // nghttp2 from Debian's libnghttp2-dev or Homebrew's nghttp2, found through pkg-config. Only the Faultline
+        // target imports it: the HTTP/2 codec (ARCHITECTURE §4a).
+        .systemLibrary(
+            name: "CNghttp2",
+            pkgConfig: "libnghttp2",
+            providers: [.apt(["libnghttp2-dev"]), .brew(["nghttp2"])]
+        ),
         // Pure Swift: parser, scenarios, engine, journal. No sockets, no libevent.
         .target(name: "FaultlineCore"),
         // The remote control of a running server (`FaultlineRemote`, `FaultlineControl`, `Report`, the typed
@@ -44,7 +51,7 @@ let package = Package(
         // The admin API's OpenAPI document is compiled into the binary as bytes (`PackageResources.openapi_json`):
         // served at `/__faultline/openapi.json` with no file needed at run time. docs/openapi.json links to it.
         .target(
-            name: "Faultline", dependencies: ["FaultlineCore", "FaultlineClient", "CLibevent", "COpenSSL"],
+            name: "Faultline", dependencies: ["FaultlineCore", "FaultlineClient", "CLibevent", "COpenSSL", "CNghttp2"],
             resources: [.embedInCode("Resources/openapi.json")]),
         // The executable `faultline`; its folder is named apart from the library's (`Sources/Faultline`), since a
         // case-insensitive file system (macOS's default) would make the two one folder.

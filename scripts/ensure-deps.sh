@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing Faultline needs on Debian (apt) or macOS (Homebrew), only when it is missing:
-#   libevent-dev and libssl-dev (the server; OpenSSL 3 for TLS), openssl (the CLI, for TLS tests), curl (live tests), golang-go (Tests/Python/test_faults.py builds a Go net/http
+#   libevent-dev, libssl-dev and libnghttp2-dev (the server; OpenSSL 3 for TLS, nghttp2 for HTTP/2), nghttp2-client
+#   (nghttp and h2load: HTTP/2 tests and benchmarks), openssl (the CLI, for TLS tests), curl (live tests), golang-go (Tests/Python/test_faults.py builds a Go net/http
 #   client), Python's requests + pytest + jsonschema (client and schema tests) and schemathesis
 #   (Tests/Python/test_openapi.py fuzzes the admin API against docs/openapi.json).
 # Usage: scripts/ensure-deps.sh [build|test|bench|hotpath]
@@ -12,16 +13,19 @@ if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
 apt_packages=()
 pkg-config --exists libevent 2>/dev/null || apt_packages+=(libevent-dev pkg-config)
 pkg-config --exists openssl 2>/dev/null || apt_packages+=(libssl-dev pkg-config)
+pkg-config --exists libnghttp2 2>/dev/null || apt_packages+=(libnghttp2-dev pkg-config)
 if [ "$need" != build ]; then
     command -v curl >/dev/null || apt_packages+=(curl)
 fi
 if [ "$need" = test ]; then
     command -v go >/dev/null || apt_packages+=(golang-go)
     command -v openssl >/dev/null || apt_packages+=(openssl)
+    command -v h2load >/dev/null || apt_packages+=(nghttp2-client)
 fi
 if [ "$need" = bench ]; then
     command -v wrk >/dev/null || apt_packages+=(wrk)
     command -v nginx >/dev/null || apt_packages+=(nginx-light)
+    command -v h2load >/dev/null || apt_packages+=(nghttp2-client)
 fi
 if [ "$need" = hotpath ]; then
     command -v valgrind >/dev/null || apt_packages+=(valgrind)
@@ -31,6 +35,7 @@ if [ "$(uname)" = Darwin ]; then
     brew_packages=()
     pkg-config --exists libevent 2>/dev/null || brew_packages+=(libevent pkg-config)
     brew list openssl@3 >/dev/null 2>&1 || brew_packages+=(openssl@3)
+    pkg-config --exists libnghttp2 2>/dev/null || brew_packages+=(nghttp2)
     if [ "$need" = test ]; then
         command -v go >/dev/null || brew_packages+=(go)
         command -v node >/dev/null || brew_packages+=(node)
@@ -66,12 +71,12 @@ if [ "$need" = test ]; then
                 python3-requests python3-pytest python3-jsonschema >/dev/null
         fi
     fi
-    if ! python3 -c 'import httpx, cryptography' 2>/dev/null; then
-        echo "ensure-deps: installing Python packages httpx, cryptography (Tests/Python/test_tls.py)" >&2
+    if ! python3 -c 'import httpx, cryptography, h2' 2>/dev/null; then
+        echo "ensure-deps: installing Python packages httpx, cryptography, h2 (Tests/Python/test_tls.py, test_http2.py)" >&2
         # Debian has both (python3-httpx, python3-cryptography); pip where it may install, as above.
-        if ! python3 -m pip install -q httpx cryptography 2>/dev/null; then
+        if ! python3 -m pip install -q httpx cryptography h2 2>/dev/null; then
             $sudo apt-get update -qq
-            DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-httpx python3-cryptography >/dev/null
+            DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-httpx python3-cryptography python3-h2 >/dev/null
         fi
     fi
     if ! python3 -c 'import schemathesis' 2>/dev/null; then

@@ -1,9 +1,10 @@
 import FaultlineCore
 
-/// One client connection: a transport and the HTTP/1.1 connection machine that runs on it. The machine holds
-/// the rules (`HTTP1Connection` in FaultlineCore); this class only wires it to the transport, loop timers and
-/// the Dispatcher (ARCHITECTURE §3). Loop thread only.
-final class Connection: HTTP1ConnectionIO, TransportDelegate {
+/// One client connection: a transport and the codec that runs on it — the HTTP/1.1 connection machine
+/// (`HTTP1Connection` in FaultlineCore), or the HTTP/2 one (`HTTP2Connection`) when ALPN chose `h2` or the
+/// client's first bytes are HTTP/2's connection preface (h2c with prior knowledge). This class only wires the
+/// codec to the transport, loop timers and the Dispatcher (ARCHITECTURE §3, §4a). Loop thread only.
+final class Connection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDelegate {
     /// Changes once, when a TLS handshake completes (`info.tls`).
     @exclusivity(unchecked) private(set) var info: ConnectionInfo
     var id: Int { info.id }
@@ -19,6 +20,11 @@ final class Connection: HTTP1ConnectionIO, TransportDelegate {
     private unowned(unsafe) let server: ServerCore
     @exclusivity(unchecked) private var machine: HTTP1Connection!
     @exclusivity(unchecked) private var timers: [LoopTimer?] = Array(repeating: nil, count: HTTP1Timer.allCases.count)
+    /// The HTTP/2 codec, once the connection turned out to speak HTTP/2; the HTTP/1.1 machine is idle then.
+    @exclusivity(unchecked) private var http2: HTTP2Connection?
+    /// Until the first bytes said whether they are HTTP/2's preface: the bytes of a preface not yet complete.
+    @exclusivity(unchecked) private var protocolDecided = false
+    @exclusivity(unchecked) private var prefaceSoFar: [UInt8] = []
 
     init(info: ConnectionInfo, transport: Transport, tls: TLSTransport?, server: ServerCore) {
         self.info = info
@@ -37,6 +43,7 @@ final class Connection: HTTP1ConnectionIO, TransportDelegate {
     private func handshakeEnded(_ tls: TLSTransport) {
         if tls.summary.handshake == .completed {
             info.tls = tls.summary
+            if tls.summary.alpn == "h2" { startHTTP2() }
         } else {
             server.dispatcher.journalConnection(info, tls.summary, acceptedAt: acceptedAt)
             requestsJournaled += 1
@@ -49,17 +56,75 @@ final class Connection: HTTP1ConnectionIO, TransportDelegate {
     func closeFromQueue() { machine.closeFromQueue() }
 
     /// Ends the connection; exchanges not yet answered are journaled with `outcome`.
-    func teardown(_ outcome: ExchangeOutcome) { machine.teardown(outcome) }
+    func teardown(_ outcome: ExchangeOutcome) {
+        if let http2 { http2.teardown(outcome) } else { machine.teardown(outcome) }
+    }
+
+    /// A scenario reset: a scripted response in progress must not leak into the next test. HTTP/1.1 can only
+    /// close the connection; HTTP/2 cancels the streams (RST_STREAM CANCEL) and keeps it.
+    func cancelPendingResponses() {
+        if let http2 { http2.cancelPending(.cancelled) } else { machine.teardown(.cancelled) }
+    }
 
     /// The connection is busy with a response that a scenario reset must not let leak into the next test.
-    var hasPendingScriptedResponse: Bool { machine.hasPendingScriptedResponse }
+    var hasPendingScriptedResponse: Bool { http2?.hasPendingScriptedResponse ?? machine.hasPendingScriptedResponse }
 
     // MARK: - TransportDelegate
 
-    func transportReceived(_ bytes: UnsafeRawBufferPointer) { machine.received(bytes) }
-    func transportPeerFinished() { machine.peerFinished() }
-    func transportFailed() { machine.peerFailed() }
-    func transportDrained() { machine.drained() }
+    func transportReceived(_ bytes: UnsafeRawBufferPointer) {
+        if let http2 {
+            http2.received(bytes)
+        } else if protocolDecided {
+            machine.received(bytes)
+        } else {
+            firstBytes(bytes)
+        }
+    }
+
+    func transportPeerFinished() { if let http2 { http2.peerFinished() } else { machine.peerFinished() } }
+    func transportFailed() { if let http2 { http2.peerFailed() } else { machine.peerFailed() } }
+    func transportDrained() { if let http2 { http2.drained() } else { machine.drained() } }
+
+    // MARK: - Which protocol
+
+    /// RFC 9113 §3.4: an HTTP/2 client with prior knowledge starts with this preface.
+    private static let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
+
+    /// The connection's first bytes: HTTP/2's preface (h2c, or h2 over TLS without ALPN) or HTTP/1.1. A request
+    /// line parts from the preface at its first or second byte, so HTTP/1.1 pays one comparison.
+    private func firstBytes(_ bytes: UnsafeRawBufferPointer) {
+        let preface = Self.preface
+        var matched = prefaceSoFar.count
+        for byte in bytes {
+            guard matched < preface.count else { break }
+            guard byte == preface[matched] else {
+                protocolDecided = true
+                if prefaceSoFar.isEmpty {
+                    machine.received(bytes)
+                } else {
+                    let earlier = prefaceSoFar + Array(bytes)
+                    prefaceSoFar = []
+                    earlier.withUnsafeBytes { machine.received($0) }
+                }
+                return
+            }
+            matched += 1
+        }
+        if matched < preface.count {
+            prefaceSoFar.append(contentsOf: bytes)
+            return
+        }
+        let all = prefaceSoFar + Array(bytes)
+        prefaceSoFar = []
+        startHTTP2()
+        all.withUnsafeBytes { http2?.received($0) }
+    }
+
+    private func startHTTP2() {
+        protocolDecided = true
+        info.exchangeProtocol = .http2
+        http2 = HTTP2Connection(io: self, settings: server.http2Settings, overTLS: tls != nil)
+    }
 
     // MARK: - HTTP1ConnectionIO
 
@@ -102,6 +167,19 @@ final class Connection: HTTP1ConnectionIO, TransportDelegate {
 
     func now() -> Arrival { Arrival(wall: Clock.wallSeconds(), monotonicNanos: Clock.monotonicNanos()) }
 
+    // MARK: - HTTP2ConnectionIO
+
+    func schedule(milliseconds: Int, _ action: @escaping () -> Void) -> CancellableTimer {
+        LoopTimer(loop: server.loop, milliseconds: milliseconds, action)
+    }
+
+    func connectionError(_ reason: String) {
+        requestsJournaled &+= 1
+        server.dispatcher.journalProtocolError(info, reason, acceptedAt: now())
+    }
+
+    // MARK: - Both
+
     func dispatch(_ request: HTTPRequest, _ context: RequestContext) -> Exchange {
         requestsJournaled &+= 1
         return server.dispatcher.dispatch(request, context, on: info)
@@ -127,3 +205,5 @@ final class Connection: HTTP1ConnectionIO, TransportDelegate {
         server.dispatcher.policyClosed(after: sequence, reason)
     }
 }
+
+extension LoopTimer: CancellableTimer {}

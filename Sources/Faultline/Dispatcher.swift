@@ -6,6 +6,8 @@ struct ConnectionInfo {
     let clientAddress: String
     /// The connection's TLS once its handshake completed; nil on the plain port.
     var tls: TLSSummary?
+    /// HTTP/1.1 until the connection turns out to speak HTTP/2 (ALPN `h2`, or the h2c preface).
+    var exchangeProtocol: ExchangeProtocol = .http1
     /// The client's address without its port: what a per-client rate limit counts.
     let clientHost: String
     /// Monotonic ms at accept: a request on a connection opened after a 429 went out is a follow-up of it.
@@ -135,7 +137,26 @@ final class Dispatcher {
             clientAddress: connection.clientAddress, head: head, rawRequestLine: rawRequestLine, body: body,
             bodySize: body.count, malformed: malformed)
         if let tls = connection.tls { entry.tls = tls }
+        if connection.exchangeProtocol != .http1 {
+            entry.exchangeProtocol = connection.exchangeProtocol
+            entry.stream = context.stream
+        }
         return entry
+    }
+
+    /// An HTTP/2 connection that broke the protocol as a whole (a bad preface, a flood, a bad HPACK block):
+    /// answered with GOAWAY by the codec, journaled here as a connection entry naming the error.
+    func journalProtocolError(_ connection: ConnectionInfo, _ reason: String, acceptedAt: Arrival) {
+        var entry = JournalEntry(
+            receivedAtWall: acceptedAt.wall, receivedAtMonotonicNanos: acceptedAt.monotonicNanos,
+            connectionID: connection.id, indexOnConnection: 0, clientAddress: connection.clientAddress, head: nil,
+            malformed: "HTTP/2 connection error: \(reason)")
+        entry.isConnectionEntry = true
+        entry.tls = connection.tls
+        entry.exchangeProtocol = .http2
+        entry.outcome = .rejected
+        entry.finishedAtMonotonicNanos = Clock.monotonicNanos()
+        core.record(entry)
     }
 
     /// A TLS connection that produced no request: its handshake failed, hung, timed out, or completed and the

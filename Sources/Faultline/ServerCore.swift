@@ -19,6 +19,8 @@ final class ServerCore: @unchecked Sendable {
     private(set) lazy var dispatcher = Dispatcher(core: self)
     /// The HTTP/1.1 connection rules' limits and timings, from the configuration.
     let http1Settings: HTTP1Settings
+    /// What an HTTP/2 connection announces and its limits (the parser limits apply to its requests too).
+    let http2Settings: HTTP2ConnectionSettings
     private var listener: OpaquePointer?
     private var tlsListener: OpaquePointer?
     /// The TLS listener's OpenSSL context and certificate authority; nil without TLS.
@@ -51,6 +53,9 @@ final class ServerCore: @unchecked Sendable {
         journal = Journal(capacity: configuration.journalCapacity, maxBodyBytes: configuration.journalBodyBytes)
         http1Settings = HTTP1Settings(
             parserLimits: configuration.parserLimits, headerTimeoutMilliseconds: configuration.headerTimeoutMilliseconds)
+        var http2 = HTTP2ConnectionSettings()
+        http2.parserLimits = configuration.parserLimits
+        http2Settings = http2
     }
 
     /// Binds and listens: the plain port, and the TLS port when TLS is configured. Runs before the loop thread
@@ -326,7 +331,7 @@ final class ServerCore: @unchecked Sendable {
 
     private func cancelPendingResponses() {
         for connection in connections.values where connection.hasPendingScriptedResponse {
-            connection.teardown(.cancelled)
+            connection.cancelPendingResponses()
         }
     }
 

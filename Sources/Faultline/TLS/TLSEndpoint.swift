@@ -13,11 +13,17 @@ public struct TLSOptions: Sendable, Equatable {
     /// A certificate (PEM: the leaf, then its chain) and key of your own, served instead of `certificate`.
     public var certificateFile: String?
     public var keyFile: String?
+    /// The application protocols offered by ALPN, in the server's order of preference: `h2` (HTTP/2) and
+    /// `http/1.1` by default; `["http/1.1"]` keeps every client on HTTP/1.1, `["h2"]` refuses the others with
+    /// `no_application_protocol` (RFC 7301 §3.2).
+    public var alpn: [String] = TLSOptions.defaultALPN
+    public static let defaultALPN = ["h2", "http/1.1"]
 
     public init(
         port: Int = 0, directory: String? = nil, certificate: TLSCertificateName = .valid,
-        certificateFile: String? = nil, keyFile: String? = nil
+        certificateFile: String? = nil, keyFile: String? = nil, alpn: [String] = TLSOptions.defaultALPN
     ) {
+        self.alpn = alpn
         self.port = port
         self.directory = directory
         self.certificate = certificate
@@ -45,6 +51,7 @@ enum TLSEndpoint {
         }
         return try TLSServerContext(
             defaultIdentity: defaultIdentity, defaultCertificate: defaultName, clientCA: authority.clientCA,
+            alpn: options.alpn,
             catalogue: { try? authority.identity($0) },
             decide: { [unowned core] serverName, alpnOffered in
                 core.engine.decideHandshake(serverName: serverName, alpnOffered: alpnOffered, now: core.now())

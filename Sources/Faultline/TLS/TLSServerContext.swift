@@ -22,7 +22,7 @@ final class TLSServerContext {
     ///   - clientCA: the certificate authority whose certificates are accepted from clients (mutual TLS).
     init(
         defaultIdentity: ServerIdentity, defaultCertificate: TLSCertificateName?, clientCA: OpaquePointer?,
-        catalogue: @escaping (TLSCertificateName) -> ServerIdentity?,
+        alpn: [String] = TLSOptions.defaultALPN, catalogue: @escaping (TLSCertificateName) -> ServerIdentity?,
         decide: @escaping (String?, [String]) -> TLSHandshakeDecision
     ) throws(TLSSetupError) {
         guard let context = SSL_CTX_new(TLS_server_method()) else {
@@ -33,6 +33,11 @@ final class TLSServerContext {
         self.defaultCertificate = defaultCertificate
         self.catalogue = catalogue
         self.decide = decide
+        let wire = alpn.flatMap { [UInt8(clamping: $0.utf8.count)] + Array($0.utf8) }
+        serverProtocolsLength = wire.count
+        serverProtocols = UnsafeMutablePointer<UInt8>.allocate(capacity: max(1, wire.count))
+        serverProtocols.initialize(from: wire, count: wire.count)
+        onlyHTTP2 = alpn == ["h2"]
         _ = faultline_SSL_CTX_set_min_proto_version(context, TLS1_2_VERSION)
         _ = SSL_CTX_set_options(
             context, faultline_SSL_OP_NO_RENEGOTIATION() | faultline_SSL_OP_CIPHER_SERVER_PREFERENCE()
@@ -62,17 +67,21 @@ final class TLSServerContext {
             }
             return session.context.clientHello(ssl, party, alert)
         }, nil)
-        SSL_CTX_set_alpn_select_cb(context, { _, out, outLength, offered, offeredLength, _ in
-            // HTTP/1.1 is the only protocol served; a client that offers only others gets no ALPN (RFC 7301 §3.2
-            // allows going on without it) and HTTP/1.1.
+        SSL_CTX_set_alpn_select_cb(context, { _, out, outLength, offered, offeredLength, argument in
+            // The server's first protocol that the client offers. A client that offers none of them gets no
+            // ALPN (RFC 7301 §3.2 allows going on without it) and HTTP/1.1 — unless the listener serves only h2,
+            // which refuses it with no_application_protocol.
+            let server = Unmanaged<TLSServerContext>.fromOpaque(argument!).takeUnretainedValue()
             var selected: UnsafeMutablePointer<UInt8>?
             let result = SSL_select_next_proto(
-                &selected, outLength, TLSServerContext.serverProtocols, UInt32(TLSServerContext.serverProtocolsLength),
+                &selected, outLength, server.serverProtocols, UInt32(server.serverProtocolsLength),
                 offered, offeredLength)
-            guard result == OPENSSL_NPN_NEGOTIATED, let selected else { return SSL_TLSEXT_ERR_NOACK }
+            guard result == OPENSSL_NPN_NEGOTIATED, let selected else {
+                return server.onlyHTTP2 ? SSL_TLSEXT_ERR_ALERT_FATAL : SSL_TLSEXT_ERR_NOACK
+            }
             out?.pointee = UnsafePointer(selected)
             return SSL_TLSEXT_ERR_OK
-        }, nil)
+        }, Unmanaged.passUnretained(self).toOpaque())
         SSL_CTX_set_info_callback(context) { ssl, where_, value in
             guard where_ & SSL_CB_ALERT != 0, let ssl,
                   let party = TLSServerContext.session(of: ssl)?.party else { return }
@@ -82,17 +91,14 @@ final class TLSServerContext {
     }
 
     deinit {
+        serverProtocols.deallocate()
         SSL_CTX_free(context)
     }
 
-    /// ALPN's wire format: a length byte, then the name.
-    private static let serverProtocolsLength = 9
-    nonisolated(unsafe) private static let serverProtocols: UnsafeMutablePointer<UInt8> = {
-        let bytes: [UInt8] = [8] + Array("http/1.1".utf8)
-        let pointer = UnsafeMutablePointer<UInt8>.allocate(capacity: bytes.count)
-        pointer.initialize(from: bytes, count: bytes.count)
-        return pointer
-    }()
+    /// The protocols offered, in ALPN's wire format: a length byte, then the name, for each.
+    private let serverProtocolsLength: Int
+    private let serverProtocols: UnsafeMutablePointer<UInt8>
+    private let onlyHTTP2: Bool
 
     private static func session(of ssl: OpaquePointer) -> TLSSession? {
         guard let data = faultline_SSL_get_app_data(ssl) else { return nil }

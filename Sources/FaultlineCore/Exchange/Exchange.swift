@@ -27,7 +27,7 @@ package final class Exchange {
     @exclusivity(unchecked) package var engineCompletion: ExchangeCompletion?
     @exclusivity(unchecked) package private(set) var ended = false
     /// The codec, waiting for a script that was not there when it pulled (`Pull.notYet`).
-    @exclusivity(unchecked) var whenScriptArrives: (() -> Void)?
+    @exclusivity(unchecked) package var whenScriptArrives: (() -> Void)?
 
     package init(sequence: Int?, script: ResponseScript?, clientWantsClose: Bool = false) {
         self.sequence = sequence
@@ -70,7 +70,7 @@ package final class Exchange {
     }
 
     /// Marks the exchange ended, once; true the first time.
-    func end() -> Bool {
+    package func end() -> Bool {
         defer { ended = true }
         return !ended
     }
@@ -158,7 +158,7 @@ package struct HTTP1Renderer: Sendable {
             chunked = false
         case .raw(let bytes):
             out.append(bytes: bytes)
-        case .wait, .abortExchange, .abortConnection, .hang:
+        case .wait, .abortExchange, .abortConnection, .hang, .http2:
             break
         }
     }

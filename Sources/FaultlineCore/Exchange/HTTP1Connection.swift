@@ -70,6 +70,15 @@ package struct RequestContext: Sendable {
     package var arrivedNow: Bool
     /// Requests before this one on the same connection.
     package var indexOnConnection: Int
+    /// The HTTP/2 stream that carried the request; nil over HTTP/1.1.
+    package var stream: Int?
+
+    package init(arrival: Arrival, arrivedNow: Bool, indexOnConnection: Int, stream: Int? = nil) {
+        self.arrival = arrival
+        self.arrivedNow = arrivedNow
+        self.indexOnConnection = indexOnConnection
+        self.stream = stream
+    }
 }
 
 /// The limits and timings of the HTTP/1.1 connection rules.
@@ -435,6 +444,9 @@ package final class HTTP1Connection {
                     guard flush() else { return }
                     transition(to: .hanging)
                     return
+                case .http2:
+                    // Frame actions exist only on HTTP/2; the loader refuses them on HTTP/1.1 routes.
+                    assertionFailure("an HTTP/2 frame step on an HTTP/1.1 connection")
                 }
             }
         }

@@ -1,6 +1,6 @@
 /// The protocols an exchange can be carried by. A fault declares the ones it can be rendered on
 /// (`FaultName.protocols`); the HTTP/1.1 codec is the only one today (ARCHITECTURE §4).
-package enum ExchangeProtocol: String, Sendable, CaseIterable {
+public enum ExchangeProtocol: String, Sendable, CaseIterable {
     case http1 = "http/1.1"
     case http2 = "h2"
 }
@@ -29,6 +29,9 @@ package final class ResponseHead: Sendable, Equatable {
     /// The body is sent with chunked framing: each `body` step is one chunk, `end` writes the last chunk.
     package let chunked: Bool
     package let http1: [UInt8]
+    /// The `Content-Length` HTTP/1.1's head announces when the fields do not frame the body themselves: an
+    /// HTTP/2 head sends it too (RFC 9113 §8.1.1 allows it, and clients use it for progress).
+    package let contentLength: Int?
 
     /// `bodyLength` is what `Content-Length` announces when the headers do not frame the body themselves;
     /// `close` adds `Connection: close` (HTTP/1.1 only).
@@ -36,6 +39,9 @@ package final class ResponseHead: Sendable, Equatable {
         self.status = status
         self.headers = headers
         chunked = headers["transfer-encoding"]?.lowercased().contains("chunked") ?? false
+        let bodyless = status < 200 || status == 204 || status == 304
+        contentLength = bodyless || headers.contains("content-length") || headers.contains("transfer-encoding")
+            ? nil : bodyLength
         http1 = HTTPResponse(status: status, headers: headers).serializedHead(close: close, bodyLength: bodyLength)
     }
 
@@ -65,7 +71,72 @@ package enum ScriptStep: Sendable, Equatable {
     case abortConnection(ConnectionAbort)
     /// Send nothing more; released only when the client closes or the server stops.
     case hang
+    /// A frame-level action only HTTP/2 has: RST_STREAM with a code, GOAWAY.
+    case http2(HTTP2Action)
 }
+
+/// HTTP/2's own ways to end a stream or a connection (RFC 9113 §6.4, §6.8), as script steps.
+package enum HTTP2Action: Sendable, Equatable {
+    /// RST_STREAM with this error code, after what the stream has rendered.
+    case resetStream(code: UInt32)
+    /// GOAWAY naming `last` as the last stream processed, with an error code; `graceful` sends the shutdown
+    /// notice (a GOAWAY naming 2^31-1) first, then the final one.
+    case goaway(last: GoawayLastStream, code: UInt32, graceful: Bool)
+}
+
+/// Which stream a GOAWAY names as the last one processed.
+package enum GoawayLastStream: Sendable, Equatable {
+    /// The stream whose script sends the GOAWAY: it is processed, any later one is not.
+    case current
+    /// The stream before it (id − 2): this one and every later one are not processed.
+    case previous
+    case stream(Int)
+}
+
+/// HTTP/2 error codes (RFC 9113 §7), by the names scenarios use.
+public enum HTTP2ErrorCode: UInt32, Sendable, CaseIterable {
+    case noError = 0x0
+    case protocolError = 0x1
+    case internalError = 0x2
+    case flowControlError = 0x3
+    case settingsTimeout = 0x4
+    case streamClosed = 0x5
+    case frameSizeError = 0x6
+    case refusedStream = 0x7
+    case cancel = 0x8
+    case compressionError = 0x9
+    case connectError = 0xa
+    case enhanceYourCalm = 0xb
+    case inadequateSecurity = 0xc
+    case http11Required = 0xd
+
+    /// The RFC's name, e.g. `REFUSED_STREAM`.
+    public var name: String {
+        switch self {
+        case .noError: "NO_ERROR"
+        case .protocolError: "PROTOCOL_ERROR"
+        case .internalError: "INTERNAL_ERROR"
+        case .flowControlError: "FLOW_CONTROL_ERROR"
+        case .settingsTimeout: "SETTINGS_TIMEOUT"
+        case .streamClosed: "STREAM_CLOSED"
+        case .frameSizeError: "FRAME_SIZE_ERROR"
+        case .refusedStream: "REFUSED_STREAM"
+        case .cancel: "CANCEL"
+        case .compressionError: "COMPRESSION_ERROR"
+        case .connectError: "CONNECT_ERROR"
+        case .enhanceYourCalm: "ENHANCE_YOUR_CALM"
+        case .inadequateSecurity: "INADEQUATE_SECURITY"
+        case .http11Required: "HTTP_1_1_REQUIRED"
+        }
+    }
+
+    /// The code a scenario names, e.g. `REFUSED_STREAM` (any case).
+    public init?(name: String) {
+        guard let code = Self.allCases.first(where: { $0.name == name.uppercased() }) else { return nil }
+        self = code
+    }
+}
+
 
 /// Why the server closed a connection on its own, after a complete response: the connection policy. Marked
 /// on the response that was the connection's last, so a test can prove the stale keep-alive race.

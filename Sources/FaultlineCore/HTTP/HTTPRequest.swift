@@ -10,8 +10,10 @@ public struct HTTPVersion: Sendable, Hashable, CustomStringConvertible {
 
     public static let http1_0 = HTTPVersion(major: 1, minor: 0)
     public static let http1_1 = HTTPVersion(major: 1, minor: 1)
+    /// A request that came over HTTP/2 (RFC 9113 has no minor version: it prints as `HTTP/2`).
+    public static let http2 = HTTPVersion(major: 2, minor: 0)
 
-    public var description: String { "HTTP/\(major).\(minor)" }
+    public var description: String { major == 2 ? "HTTP/2" : "HTTP/\(major).\(minor)" }
 }
 
 /// Header fields in the order they arrived. Names keep their original spelling; look-ups ignore case
@@ -106,6 +108,8 @@ public struct HTTPRequestHead: Sendable, Equatable {
     /// Whether the connection may stay open after this exchange, from the client's side (RFC 9112 §9.3):
     /// HTTP/1.1 unless `Connection: close`; HTTP/1.0 only with `Connection: keep-alive`.
     package var clientWantsKeepAlive: Bool {
+        // HTTP/2 has no per-request close: its connection outlives every stream (RFC 9113 §8.2.2).
+        if version.major == 2 { return true }
         guard headers.contains("connection") else { return version.major == 1 && version.minor != 0 }
         let values = headers.values("connection")
         let tokens = values

@@ -122,7 +122,9 @@ package enum HAR {
         return .object([
             ("status", .int(status)),
             ("statusText", .string(status == 0 ? "" : HTTPStatus.reasonPhrase(status))),
-            ("httpVersion", .string(status == 0 ? "" : HTTPVersion.http1_1.description)),
+            ("httpVersion", .string(
+                status == 0 ? "" : entry.exchangeProtocol == .http2 ? HTTPVersion.http2.description
+                    : HTTPVersion.http1_1.description)),
             ("cookies", .array([])),
             ("headers", .array([])),
             ("content", .object([
@@ -143,10 +145,13 @@ package enum HAR {
     static func url(_ head: HTTPRequestHead) -> String {
         let target = head.target
         if target.lowercased().hasPrefix("http://") || target.lowercased().hasPrefix("https://") { return target }
-        let host = head.headers["Host"].map { $0.trimmingWhitespace() }.flatMap { $0.isEmpty ? nil : $0 } ?? "127.0.0.1"
+        // HTTP/2 names the host in `:authority` (RFC 9113 §8.3.1), HTTP/1.1 in Host.
+        let host = (head.headers[":authority"] ?? head.headers["Host"]).map { $0.trimmingWhitespace() }
+            .flatMap { $0.isEmpty ? nil : $0 } ?? "127.0.0.1"
         // `OPTIONS *` (asterisk-form, RFC 9112 §3.2.4) names the server, not a resource.
         let path = target.hasPrefix("/") ? target : "/"
-        return "http://\(host)\(path)"
+        let scheme = head.headers[":scheme"] == "https" ? "https" : "http"
+        return "\(scheme)://\(host)\(path)"
     }
 
     private static func nameValue(_ field: (name: String, value: String)) -> JSONValue {

@@ -17,7 +17,11 @@ extension JournalEntry {
                     }
                 }
             }
-            let version = string(json["httpVersion"]) == "HTTP/1.0" ? HTTPVersion.http1_0 : .http1_1
+            let version: HTTPVersion = switch string(json["httpVersion"]) {
+            case "HTTP/1.0": .http1_0
+            case "HTTP/2": .http2
+            default: .http1_1
+            }
             head = HTTPRequestHead(method: method, target: target, version: version, headers: headers)
         }
         var body: [UInt8] = []
@@ -51,6 +55,8 @@ extension JournalEntry {
         }
         isConnectionEntry = string(json["kind"]) == "connection"
         if let tls = json["tls"], tls != .null { self.tls = TLSSummary(json: tls) }
+        if let name = string(json["protocol"]), name == "h2" || name == "h2c" { exchangeProtocol = .http2 }
+        stream = int(json["stream"])
     }
 }
 

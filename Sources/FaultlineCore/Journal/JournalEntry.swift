@@ -22,6 +22,11 @@ public enum ExchangeOutcome: String, Sendable, Equatable {
     /// `maxRequests`): read, journaled, never answered. What a keep-alive client that reused the connection
     /// in that moment sees as a reset or "socket hang up".
     case connectionClosing = "connection-closing"
+    /// HTTP/2: the server reset the stream on purpose (`rst-stream` with a code other than REFUSED_STREAM).
+    case streamReset = "stream-reset"
+    /// HTTP/2: the server said the stream was not processed — RST_STREAM with REFUSED_STREAM, or a GOAWAY whose
+    /// last stream id is below it (RFC 9113 §8.7). A client may retry it, whatever its method.
+    case notProcessed = "not-processed"
 }
 
 /// One request as the server saw it and what it did about it (ARCHITECTURE §7).
@@ -60,6 +65,8 @@ public struct JournalEntry: Sendable {
         var policyClose: PolicyClose? = nil
         var tls: TLSSummary? = nil
         var isConnectionEntry = false
+        var exchangeProtocol: ExchangeProtocol = .http1
+        var stream: Int? = nil
     }
 
     private final class Storage: @unchecked Sendable {
@@ -205,6 +212,23 @@ public struct JournalEntry: Sendable {
         get { storage.fields.isConnectionEntry }
         set { unique.fields.isConnectionEntry = newValue }
     }
+    /// The protocol that carried the request: HTTP/1.1 or HTTP/2 (`h2` over TLS, `h2c` in cleartext).
+    public var exchangeProtocol: ExchangeProtocol {
+        get { storage.fields.exchangeProtocol }
+        set { unique.fields.exchangeProtocol = newValue }
+    }
+    /// The HTTP/2 stream id; nil over HTTP/1.1.
+    public var stream: Int? {
+        get { storage.fields.stream }
+        set { unique.fields.stream = newValue }
+    }
+    /// The journal's `protocol`: `http/1.1`, `h2`, or `h2c` (HTTP/2 without TLS).
+    public var protocolName: String {
+        switch exchangeProtocol {
+        case .http1: ExchangeProtocol.http1.rawValue
+        case .http2: tls == nil ? "h2c" : ExchangeProtocol.http2.rawValue
+        }
+    }
     public var outcome: ExchangeOutcome {
         get { storage.fields.outcome }
         set { unique.fields.outcome = newValue }
@@ -249,7 +273,8 @@ extension JournalEntry {
             ("path", head.map { .string($0.path) } ?? .null),
             ("httpVersion", head.map { .string($0.version.description) } ?? .null),
             ("requestLine", .string(requestLine)),
-            ("protocol", isConnectionEntry ? .null : .string(ExchangeProtocol.http1.rawValue)),
+            ("protocol", isConnectionEntry && exchangeProtocol == .http1 ? .null : .string(protocolName)),
+            ("stream", stream.map(JSONValue.int) ?? .null),
             ("tls", tls?.json() ?? .null),
             ("headers", .array((head?.headers.fields ?? []).map { .array([.string($0.name), .string($0.value)]) })),
         ]

@@ -1,0 +1,761 @@
+import CNghttp2
+import FaultlineCore
+
+/// What an HTTP/2 connection needs from the world: the transport, loop timers and the Dispatcher. `Connection`
+/// implements it over a real transport; the fuzz target and the tests over memory. Loop thread only.
+protocol HTTP2ConnectionIO: AnyObject {
+    /// Writes bytes, or queues what the kernel does not take at once. False when the client is gone.
+    func write(_ bytes: UnsafeRawBufferPointer) -> Bool
+    var pendingOutput: Int { get }
+    func shutdownWrite()
+    /// Closes the transport now: RST when `abortive`, else FIN. No call on the connection follows.
+    func close(abortive: Bool)
+    func setReading(_ enabled: Bool)
+    /// Runs `action` once after `milliseconds`, unless the returned timer is cancelled first.
+    func schedule(milliseconds: Int, _ action: @escaping () -> Void) -> CancellableTimer
+    func now() -> Arrival
+    /// A complete request (`context.stream` names its stream).
+    func dispatch(_ request: HTTPRequest, _ context: RequestContext) -> Exchange
+    func reject(_ error: HTTPParseError, _ context: RequestContext) -> Exchange
+    /// A stream whose request reached the server and will never be answered (reset by the client, refused).
+    func journalUnanswered(
+        _ request: HTTPRequest?, _ error: HTTPParseError?, _ context: RequestContext, _ outcome: ExchangeOutcome)
+    func finished(_ exchange: Exchange, _ outcome: ExchangeOutcome, at: UInt64?)
+    /// The connection broke the protocol as a whole (bad preface, a flood, a bad HPACK block): journaled as a
+    /// connection entry naming the error the server answered with.
+    func connectionError(_ reason: String)
+}
+
+/// A timer that can be stopped before it fires (a `LoopTimer`; a fake one in the fuzz target).
+protocol CancellableTimer: AnyObject {
+    func cancel()
+}
+
+/// Per-connection HTTP/2 settings the server announces (RFC 9113 §6.5.2) and the connection faults, from the
+/// scenario's `http2` section.
+struct HTTP2ConnectionSettings {
+    var maxConcurrentStreams: UInt32 = 100
+    var initialWindowSize: UInt32 = 65_535
+    var maxFrameSize: UInt32 = 16_384
+    var headerTableSize: UInt32 = 4096
+    var parserLimits = HTTPParserLimits()
+    /// Stop reading from the client while this much output waits for the kernel.
+    var maxPendingOutput = 4 * 1024 * 1024
+}
+
+/// An HTTP/2 connection (RFC 9113) on nghttp2, server side (ARCHITECTURE §4a). nghttp2 keeps the framing, HPACK,
+/// flow control and stream states; this class assembles each stream's request, hands it to the Dispatcher as an
+/// `Exchange`, and carries out the exchange's script as frames: a `head` becomes HEADERS, `body` DATA, `end`
+/// END_STREAM, `wait` a per-stream timer (streams never wait for each other), `abortExchange` RST_STREAM, and the
+/// `http2` steps GOAWAY, RST_STREAM with a code, or raw frames. nghttp2 writes into memory (`mem_send`), and what
+/// it writes goes to the transport, so TLS and plain TCP carry the same frames.
+final class HTTP2Connection {
+    private unowned(unsafe) let io: HTTP2ConnectionIO
+    private let settings: HTTP2ConnectionSettings
+    /// Whether the connection arrived over TLS (`h2`) or as cleartext prior knowledge (`h2c`).
+    let overTLS: Bool
+    @exclusivity(unchecked) private var session: OpaquePointer?
+    @exclusivity(unchecked) private var streams: [Int32: HTTP2Stream] = [:]
+    @exclusivity(unchecked) private var requestCount = 0
+    /// Inside nghttp2 (`mem_recv`, `mem_send`): actions that would re-enter it wait until it returns.
+    @exclusivity(unchecked) private var inLibrary = false
+    @exclusivity(unchecked) private var flushWanted = false
+    @exclusivity(unchecked) private var closed = false
+    /// Reading is paused while the transport's queue is over `maxPendingOutput`.
+    @exclusivity(unchecked) private var readingPaused = false
+    /// The last stream id a GOAWAY of ours named; streams above it are not processed.
+    @exclusivity(unchecked) private var goawayLastStream: Int32?
+    /// Close once every stream at or below the GOAWAY's last stream id is done.
+    @exclusivity(unchecked) private var closeWhenIdle = false
+    @exclusivity(unchecked) private var gracefulTimer: CancellableTimer?
+    /// The highest stream id the client opened.
+    @exclusivity(unchecked) private(set) var highestStream: Int32 = 0
+    @exclusivity(unchecked) private var connectionErrorReported = false
+
+    init(io: HTTP2ConnectionIO, settings: HTTP2ConnectionSettings, overTLS: Bool) {
+        self.io = io
+        self.settings = settings
+        self.overTLS = overTLS
+        var callbacks: OpaquePointer?
+        nghttp2_session_callbacks_new(&callbacks)
+        defer { nghttp2_session_callbacks_del(callbacks) }
+        Self.install(callbacks)
+        var options: OpaquePointer?
+        nghttp2_option_new(&options)
+        defer { nghttp2_option_del(options) }
+        // The connection preface is checked by nghttp2 (a bad one is a connection error, answered with GOAWAY).
+        nghttp2_option_set_no_recv_client_magic(options, 0)
+        nghttp2_option_set_max_outbound_ack(options, 1000)
+        nghttp2_option_set_max_settings(options, 32)
+        var created: OpaquePointer?
+        nghttp2_session_server_new2(&created, callbacks, Unmanaged.passUnretained(self).toOpaque(), options)
+        session = created
+        var entries = [
+            nghttp2_settings_entry(
+                settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue),
+                value: settings.maxConcurrentStreams),
+            nghttp2_settings_entry(
+                settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: settings.initialWindowSize),
+            nghttp2_settings_entry(
+                settings_id: Int32(NGHTTP2_SETTINGS_MAX_FRAME_SIZE.rawValue), value: settings.maxFrameSize),
+            nghttp2_settings_entry(
+                settings_id: Int32(NGHTTP2_SETTINGS_HEADER_TABLE_SIZE.rawValue), value: settings.headerTableSize),
+            nghttp2_settings_entry(
+                settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue),
+                value: UInt32(clamping: settings.parserLimits.maxHeaderSectionBytes)),
+        ]
+        nghttp2_submit_settings(created, UInt8(NGHTTP2_FLAG_NONE.rawValue), &entries, entries.count)
+    }
+
+    deinit {
+        nghttp2_session_del(session)
+    }
+
+    /// Whether a stream's scripted response is in progress (a scenario reset must not let it leak).
+    var hasPendingScriptedResponse: Bool {
+        streams.values.contains { $0.exchange.map { !$0.ended && $0.sequence != nil } ?? false }
+    }
+
+    // MARK: - Events from the transport
+
+    func received(_ bytes: UnsafeRawBufferPointer) {
+        guard !closed, let session else { return }
+        inLibrary = true
+        let result = nghttp2_session_mem_recv(session, bytes.bindMemory(to: UInt8.self).baseAddress, bytes.count)
+        inLibrary = false
+        if result < 0 {
+            // nghttp2 has queued the GOAWAY its error names (RFC 9113 §5.4.1) where there is one to send.
+            reportConnectionError(Self.describe(Int32(truncatingIfNeeded: result)))
+            flush()
+            finishClosing(abortive: false)
+            return
+        }
+        flush()
+    }
+
+    func peerFinished() {
+        guard !closed else { return }
+        // An HTTP/2 client that half-closes is gone for our purposes: nothing it could send will come.
+        endAllStreams(.clientClosed)
+        finishClosing(abortive: false)
+    }
+
+    func peerFailed() {
+        guard !closed else { return }
+        endAllStreams(.clientClosed)
+        finishClosing(abortive: true)
+    }
+
+    func drained() {
+        guard !closed else { return }
+        if readingPaused && io.pendingOutput <= settings.maxPendingOutput / 2 {
+            readingPaused = false
+            io.setReading(true)
+        }
+        flush()
+    }
+
+    /// The server stops or the scenarios were reset: every stream ends with `outcome`, the connection closes.
+    func teardown(_ outcome: ExchangeOutcome) {
+        guard !closed else { return }
+        endAllStreams(outcome)
+        if let session {
+            nghttp2_submit_goaway(session, 0, highestStream, UInt32(NGHTTP2_NO_ERROR.rawValue), nil, 0)
+        }
+        flush()
+        finishClosing(abortive: false)
+    }
+
+    /// Cancels every stream that has not ended (a scenario reset: its scripted response must not leak).
+    func cancelPending(_ outcome: ExchangeOutcome) {
+        for stream in streams.values where stream.exchange.map({ !$0.ended }) ?? false {
+            end(stream, outcome)
+            if let session {
+                nghttp2_submit_rst_stream(
+                    session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream.id, UInt32(NGHTTP2_CANCEL.rawValue))
+            }
+        }
+        flush()
+    }
+
+    // MARK: - Writing
+
+    /// Moves what nghttp2 has queued to the transport, until it has nothing more or the transport is full.
+    private func flush() {
+        guard !closed, let session else { return }
+        if inLibrary {
+            flushWanted = true
+            return
+        }
+        repeat {
+            flushWanted = false
+            while true {
+                var data: UnsafePointer<UInt8>?
+                inLibrary = true
+                let count = nghttp2_session_mem_send(session, &data)
+                inLibrary = false
+                if count < 0 {
+                    reportConnectionError(Self.describe(Int32(truncatingIfNeeded: count)))
+                    finishClosing(abortive: true)
+                    return
+                }
+                guard count > 0, let data else { break }
+                if !io.write(UnsafeRawBufferPointer(start: data, count: count)) {
+                    endAllStreams(.clientClosed)
+                    finishClosing(abortive: true)
+                    return
+                }
+                if io.pendingOutput > settings.maxPendingOutput {
+                    if !readingPaused {
+                        readingPaused = true
+                        io.setReading(false)
+                    }
+                    return
+                }
+            }
+            runDeferred()
+        } while flushWanted && !closed
+        if !closed && nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
+            finishClosing(abortive: false)
+        }
+    }
+
+    /// Work that had to wait until nghttp2 returned (a RST after a stream's last DATA went out).
+    @exclusivity(unchecked) private var deferred: [() -> Void] = []
+    private func runDeferred() {
+        while !deferred.isEmpty && !closed {
+            let work = deferred
+            deferred = []
+            for action in work { action() }
+            flushWanted = true
+        }
+    }
+
+    private func finishClosing(abortive: Bool) {
+        guard !closed else { return }
+        closed = true
+        gracefulTimer?.cancel()
+        gracefulTimer = nil
+        for stream in streams.values {
+            stream.timer?.cancel()
+            stream.timer = nil
+        }
+        endAllStreams(.clientClosed)
+        io.close(abortive: abortive)
+    }
+
+    private func reportConnectionError(_ reason: String) {
+        guard !connectionErrorReported else { return }
+        connectionErrorReported = true
+        io.connectionError(reason)
+    }
+
+    private func endAllStreams(_ outcome: ExchangeOutcome) {
+        for stream in Array(streams.values) {
+            stream.timer?.cancel()
+            stream.timer = nil
+            if stream.exchange != nil {
+                end(stream, outcome)
+            } else if !stream.journaled {
+                stream.journaled = true
+                journalIncomplete(stream, outcome)
+            }
+        }
+    }
+
+    // MARK: - Requests
+
+    fileprivate func beginStream(_ id: Int32) {
+        highestStream = max(highestStream, id)
+        let stream = HTTP2Stream(id: id, arrival: io.now(), index: requestCount)
+        requestCount += 1
+        streams[id] = stream
+    }
+
+    fileprivate func header(_ id: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> Bool {
+        guard let stream = streams[id] else { return true }
+        stream.headerBytes += name.count + value.count + 32
+        if stream.headerBytes > settings.parserLimits.maxHeaderSectionBytes {
+            stream.error = HTTPParseError(
+                status: 431,
+                reason: "header section larger than \(settings.parserLimits.maxHeaderSectionBytes) bytes (RFC 6585 §5)")
+            return true
+        }
+        let name = String(decoding: name, as: UTF8.self)
+        let value = String(decoding: value, as: UTF8.self)
+        switch name {
+        case ":method": stream.method = value
+        case ":path": stream.path = value
+        case ":authority": stream.authority = value
+        case ":scheme": stream.scheme = value
+        default: break
+        }
+        stream.headers.append(name: name, value: value)
+        return true
+    }
+
+    fileprivate func data(_ id: Int32, _ bytes: UnsafeRawBufferPointer) {
+        guard let stream = streams[id] else { return }
+        stream.bodySize += bytes.count
+        if stream.body.count + bytes.count > settings.parserLimits.maxBodyBytes {
+            if stream.error == nil {
+                stream.error = HTTPParseError(
+                    status: 413, reason: "body larger than \(settings.parserLimits.maxBodyBytes) bytes (RFC 9110 §15.5.14)")
+            }
+            return
+        }
+        stream.body.append(contentsOf: bytes)
+    }
+
+    /// The request is complete (END_STREAM): dispatch it.
+    fileprivate func requestComplete(_ id: Int32) {
+        guard let stream = streams[id], stream.exchange == nil else { return }
+        if let last = goawayLastStream, id > last { return }
+        let head = HTTPRequestHead(
+            method: stream.method, target: stream.path, version: .http2, headers: stream.headers)
+        let context = RequestContext(
+            arrival: stream.arrival, arrivedNow: false, indexOnConnection: stream.index, stream: Int(stream.id))
+        let exchange: Exchange
+        if var error = stream.error {
+            error.head = head
+            error.requestLinePrefix = "\(stream.method) \(stream.path) HTTP/2"
+            exchange = io.reject(error, context)
+        } else {
+            exchange = io.dispatch(HTTPRequest(head: head, body: stream.body), context)
+        }
+        stream.exchange = exchange
+        stream.body = []
+        stream.journaled = true
+        run(stream)
+    }
+
+    /// nghttp2 closed the stream: its response is complete, or it was reset by either side.
+    fileprivate func streamClosed(_ id: Int32, errorCode: UInt32) {
+        guard let stream = streams.removeValue(forKey: id) else { return }
+        stream.timer?.cancel()
+        stream.timer = nil
+        if let exchange = stream.exchange {
+            if !exchange.ended {
+                let outcome: ExchangeOutcome = errorCode == NGHTTP2_NO_ERROR.rawValue && stream.sentEnd
+                    ? .completed : (stream.ourReset ?? .clientClosed)
+                end(stream, outcome)
+            }
+        } else if !stream.journaled {
+            stream.journaled = true
+            journalIncomplete(stream, stream.ourReset ?? .clientClosed)
+        }
+        if closeWhenIdle { closeIfIdle() }
+    }
+
+    /// A stream that ended before its request was complete: journaled with what arrived.
+    private func journalIncomplete(_ stream: HTTP2Stream, _ outcome: ExchangeOutcome) {
+        guard !stream.method.isEmpty else { return }
+        let head = HTTPRequestHead(method: stream.method, target: stream.path, version: .http2, headers: stream.headers)
+        let context = RequestContext(
+            arrival: stream.arrival, arrivedNow: false, indexOnConnection: stream.index, stream: Int(stream.id))
+        let error = HTTPParseError(
+            status: 400, reason: "the stream ended before its request was complete (no END_STREAM)", head: head,
+            requestLinePrefix: "\(stream.method) \(stream.path) HTTP/2")
+        io.journalUnanswered(nil, error, context, outcome)
+    }
+
+    private func end(_ stream: HTTP2Stream, _ outcome: ExchangeOutcome) {
+        guard let exchange = stream.exchange, exchange.end() else { return }
+        stream.timer?.cancel()
+        stream.timer = nil
+        io.finished(exchange, outcome, at: nil)
+    }
+
+    // MARK: - Responses: a script's steps as frames
+
+    /// Carries out the stream's steps until one has to wait (a timer, a hang, a script not there yet) or the
+    /// script ends.
+    private func run(_ stream: HTTP2Stream) {
+        guard let exchange = stream.exchange, !closed else { return }
+        while !stream.stopped && !stream.waiting {
+            switch exchange.next() {
+            case .notYet:
+                exchange.whenScriptArrives = { [weak self, weak stream] in
+                    guard let self, let stream else { return }
+                    run(stream)
+                    flush()
+                }
+                return
+            case .finished:
+                stream.stopped = true
+            case .step(let step):
+                perform(step, on: stream, exchange)
+            }
+        }
+        flush()
+    }
+
+    private func perform(_ step: ScriptStep, on stream: HTTP2Stream, _ exchange: Exchange) {
+        switch step {
+        case .head(let head):
+            stream.head = head
+        case .body(let bytes):
+            stream.pending.append(contentsOf: bytes)
+            if stream.submitted { resume(stream) }
+        case .end:
+            stream.eof = true
+            submitOrResume(stream)
+            stream.stopped = true
+        case .wait(let milliseconds):
+            submitOrResume(stream)
+            stream.waiting = true
+            stream.timer = io.schedule(milliseconds: milliseconds) { [weak self, weak stream] in
+                guard let self, let stream else { return }
+                stream.timer = nil
+                stream.waiting = false
+                run(stream)
+            }
+        case .hang:
+            submitOrResume(stream)
+            stream.stopped = true
+        case .abortExchange:
+            // A body cut short: what was rendered goes out, then RST_STREAM (INTERNAL_ERROR) — END_STREAM never.
+            submitOrResume(stream)
+            resetAfterPending(stream, code: UInt32(NGHTTP2_INTERNAL_ERROR.rawValue), outcome: .closedByFault)
+            stream.stopped = true
+        case .abortConnection(let abort):
+            stream.stopped = true
+            abortConnection(abort, stream: stream, exchange)
+        case .raw(let bytes):
+            // Bytes for the wire as they are (the raw-frame escape hatch): after what nghttp2 has queued.
+            flush()
+            bytes.withUnsafeBytes { _ = io.write($0) }
+            exchange.bytesWritten += bytes.count
+        case .http2(let action):
+            perform(action, on: stream, exchange)
+        }
+    }
+
+    private func perform(_ action: HTTP2Action, on stream: HTTP2Stream, _ exchange: Exchange) {
+        guard let session else { return }
+        switch action {
+        case .resetStream(let code):
+            submitOrResume(stream)
+            let outcome: ExchangeOutcome = code == HTTP2ErrorCode.refusedStream.rawValue ? .notProcessed : .streamReset
+            resetAfterPending(stream, code: code, outcome: outcome)
+            stream.stopped = true
+        case .goaway(let last, let code, let graceful):
+            let lastStream: Int32 = switch last {
+            case .current: stream.id
+            case .previous: max(0, stream.id - 2)
+            case .stream(let id): Int32(clamping: id)
+            }
+            submitOrResume(stream)
+            if graceful {
+                nghttp2_submit_shutdown_notice(session)
+                flush()
+                gracefulTimer = io.schedule(milliseconds: 50) { [weak self] in
+                    guard let self else { return }
+                    gracefulTimer = nil
+                    sendGoaway(lastStream, code: code)
+                }
+            } else {
+                sendGoaway(lastStream, code: code)
+            }
+            if stream.id > lastStream { stream.stopped = true }
+        }
+    }
+
+    private func sendGoaway(_ lastStream: Int32, code: UInt32) {
+        guard let session, !closed else { return }
+        goawayLastStream = lastStream
+        nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), lastStream, code, nil, 0)
+        // Streams above the last stream id were not processed (RFC 9113 §6.8): the client may retry them.
+        for stream in streams.values where stream.id > lastStream {
+            stream.timer?.cancel()
+            stream.timer = nil
+            stream.stopped = true
+            if stream.exchange != nil { end(stream, .notProcessed) }
+        }
+        closeWhenIdle = true
+        flush()
+        closeIfIdle()
+    }
+
+    private func closeIfIdle() {
+        guard !closed, let last = goawayLastStream else { return }
+        let busy = streams.values.contains { $0.id <= last && !($0.exchange?.ended ?? true) }
+        if !busy {
+            flush()
+            finishClosing(abortive: false)
+        }
+    }
+
+    private func abortConnection(_ abort: ConnectionAbort, stream: HTTP2Stream, _ exchange: Exchange) {
+        if !exchange.isFault {
+            // A planned end of the connection after this response (the connection policy's `maxRequests`): a
+            // graceful GOAWAY naming every stream opened so far, then close once they are done.
+            submitOrResume(stream)
+            if exchange.policyClose != nil { sendGoaway(highestStream, code: UInt32(NGHTTP2_NO_ERROR.rawValue)) }
+            return
+        }
+        switch abort {
+        case .reset:
+            end(stream, .resetSent)
+            endAllStreams(.resetSent)
+            finishClosing(abortive: true)
+        case .close, .closeWithoutNotify:
+            submitOrResume(stream)
+            flush()
+            end(stream, .closedByFault)
+            endAllStreams(.closedByFault)
+            finishClosing(abortive: false)
+        case .shutdownWrite:
+            submitOrResume(stream)
+            flush()
+            end(stream, .halfClosed)
+            io.shutdownWrite()
+            writeShut = true
+        }
+    }
+
+    @exclusivity(unchecked) private var writeShut = false
+
+    /// RST_STREAM once the stream's rendered body has gone out (nghttp2 sends RST_STREAM before queued DATA).
+    private func resetAfterPending(_ stream: HTTP2Stream, code: UInt32, outcome: ExchangeOutcome) {
+        stream.ourReset = outcome
+        let reset = { [weak self, weak stream] in
+            guard let self, let stream, let session, !closed, streams[stream.id] != nil else { return }
+            nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream.id, code)
+            end(stream, outcome)
+        }
+        if stream.submitted && stream.pendingCount > 0 {
+            stream.afterPendingSent = reset
+        } else {
+            deferred.append(reset)
+            flushWanted = true
+        }
+    }
+
+    private func submitOrResume(_ stream: HTTP2Stream) {
+        if stream.submitted {
+            resume(stream)
+        } else {
+            submit(stream)
+        }
+    }
+
+    private func resume(_ stream: HTTP2Stream) {
+        guard stream.deferredRead, let session else { return }
+        stream.deferredRead = false
+        nghttp2_session_resume_data(session, stream.id)
+    }
+
+    /// HEADERS for the stream's head, and a data source for its body unless the script already ended with none.
+    private func submit(_ stream: HTTP2Stream) {
+        guard let head = stream.head, let session, !stream.submitted, !writeShut else { return }
+        stream.submitted = true
+        let withBody = !(stream.eof && stream.pending.isEmpty)
+        let fields = Self.fields(head)
+        var provider = nghttp2_data_provider(
+            source: nghttp2_data_source(ptr: nil),
+            read_callback: { session, streamID, buffer, length, flags, _, user in
+                guard let user else { return Int(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue) }
+                let connection = Unmanaged<HTTP2Connection>.fromOpaque(user).takeUnretainedValue()
+                return connection.readBody(streamID, buffer, length, flags)
+            })
+        let result = fields.withNV { nv, count in
+            withBody
+                ? nghttp2_submit_response(session, stream.id, nv, count, &provider)
+                : nghttp2_submit_response(session, stream.id, nv, count, nil)
+        }
+        if result != 0 {
+            stream.submitted = false
+        } else if !withBody {
+            stream.sentEnd = true
+        }
+    }
+
+    fileprivate func readBody(
+        _ id: Int32, _ buffer: UnsafeMutablePointer<UInt8>?, _ length: Int, _ flags: UnsafeMutablePointer<UInt32>?
+    ) -> Int {
+        guard let stream = streams[id], let buffer else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
+        let available = stream.pendingCount
+        if available == 0 {
+            if stream.eof && stream.afterPendingSent == nil {
+                flags?.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
+                stream.sentEnd = true
+                return 0
+            }
+            if let after = stream.afterPendingSent {
+                stream.afterPendingSent = nil
+                deferred.append(after)
+                flushWanted = true
+            }
+            stream.deferredRead = true
+            return Int(NGHTTP2_ERR_DEFERRED.rawValue)
+        }
+        let count = min(available, length)
+        stream.pending.withUnsafeBytes { source in
+            buffer.update(from: source.bindMemory(to: UInt8.self).baseAddress! + stream.pendingOffset, count: count)
+        }
+        stream.pendingOffset += count
+        if stream.pendingOffset == stream.pending.count {
+            stream.pending.removeAll(keepingCapacity: true)
+            stream.pendingOffset = 0
+            if stream.eof && stream.afterPendingSent == nil {
+                flags?.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
+                stream.sentEnd = true
+            }
+        }
+        stream.exchange?.bytesWritten += count
+        return count
+    }
+
+    /// A frame went out: the frame that ended a stream completes its exchange.
+    fileprivate func frameSent(_ frame: UnsafePointer<nghttp2_frame>) {
+        let header = frame.pointee.hd
+        guard header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0,
+              let stream = streams[header.stream_id] else { return }
+        if header.type == UInt8(NGHTTP2_HEADERS.rawValue) {
+            stream.exchange?.bytesWritten += 1
+        }
+        end(stream, .completed)
+    }
+
+    /// The response head as HTTP/2 fields: `:status`, lower-case names, and none of the connection-specific
+    /// fields (RFC 9113 §8.2.2). A chunked head's framing is HTTP/1.1's: DATA frames carry its body.
+    static func fields(_ head: ResponseHead) -> HTTP2Fields {
+        var fields = HTTP2Fields()
+        fields.append(":status", String(head.status))
+        for field in head.headers {
+            let name = field.name.lowercased()
+            switch name {
+            case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
+                continue
+            default:
+                fields.append(name, field.value)
+            }
+        }
+        if let length = head.contentLength { fields.append("content-length", String(length)) }
+        return fields
+    }
+
+    static func describe(_ code: Int32) -> String {
+        guard let text = nghttp2_strerror(code) else { return "nghttp2 error \(code)" }
+        return String(cString: text)
+    }
+
+    // MARK: - nghttp2's callbacks
+
+    private static func connection(_ user: UnsafeMutableRawPointer?) -> HTTP2Connection {
+        Unmanaged<HTTP2Connection>.fromOpaque(user!).takeUnretainedValue()
+    }
+
+    private static func install(_ callbacks: OpaquePointer?) {
+        nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, frame, user in
+            guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue),
+                  frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST else { return 0 }
+            HTTP2Connection.connection(user).beginStream(frame.pointee.hd.stream_id)
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, user in
+            guard let frame else { return 0 }
+            let accepted = HTTP2Connection.connection(user).header(
+                frame.pointee.hd.stream_id, name: UnsafeRawBufferPointer(start: name, count: nameLength),
+                value: UnsafeRawBufferPointer(start: value, count: valueLength))
+            return accepted ? 0 : Int32(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
+        }
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { _, _, streamID, data, length, user in
+            HTTP2Connection.connection(user).data(streamID, UnsafeRawBufferPointer(start: data, count: length))
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, user in
+            guard let frame else { return 0 }
+            let header = frame.pointee.hd
+            let type = header.type
+            if (type == UInt8(NGHTTP2_HEADERS.rawValue) || type == UInt8(NGHTTP2_DATA.rawValue))
+                && header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0 {
+                HTTP2Connection.connection(user).requestComplete(header.stream_id)
+            }
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_frame_send_callback(callbacks) { _, frame, user in
+            guard let frame else { return 0 }
+            HTTP2Connection.connection(user).frameSent(frame)
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, user in
+            HTTP2Connection.connection(user).streamClosed(streamID, errorCode: errorCode)
+            return 0
+        }
+    }
+}
+
+/// One stream: its request as it arrives, then its exchange's response as it is rendered.
+final class HTTP2Stream {
+    let id: Int32
+    let arrival: Arrival
+    let index: Int
+    var method = ""
+    var path = ""
+    var authority: String?
+    var scheme: String?
+    var headers = HTTPHeaders()
+    var headerBytes = 0
+    var body: [UInt8] = []
+    var bodySize = 0
+    var error: HTTPParseError?
+    var exchange: Exchange?
+    /// Journaled (dispatched, or recorded as cut short).
+    var journaled = false
+    var head: ResponseHead?
+    var submitted = false
+    /// Body bytes rendered and not yet handed to nghttp2.
+    var pending: [UInt8] = []
+    var pendingOffset = 0
+    var pendingCount: Int { pending.count - pendingOffset }
+    /// The script reached `end`: END_STREAM after the pending bytes.
+    var eof = false
+    var sentEnd = false
+    /// nghttp2 asked for body bytes when there were none: `resume_data` when some come.
+    var deferredRead = false
+    var afterPendingSent: (() -> Void)?
+    var timer: CancellableTimer?
+    /// No more steps are pulled (ended, hanging, reset).
+    var stopped = false
+    /// A `wait` step's timer runs; the next step comes when it fires.
+    var waiting = false
+    /// The outcome of a reset the server sent on purpose.
+    var ourReset: ExchangeOutcome?
+
+    init(id: Int32, arrival: Arrival, index: Int) {
+        self.id = id
+        self.arrival = arrival
+        self.index = index
+    }
+}
+
+/// Header fields for nghttp2, laid out in one buffer (nghttp2 copies them when a frame is submitted).
+struct HTTP2Fields {
+    private var bytes: [UInt8] = []
+    private var spans: [(name: Range<Int>, value: Range<Int>)] = []
+
+    mutating func append(_ name: String, _ value: String) {
+        let nameStart = bytes.count
+        bytes.append(contentsOf: name.utf8)
+        let valueStart = bytes.count
+        bytes.append(contentsOf: value.utf8)
+        spans.append((nameStart..<valueStart, valueStart..<bytes.count))
+    }
+
+    func withNV<T>(_ body: (UnsafePointer<nghttp2_nv>, Int) -> T) -> T {
+        var copy = bytes
+        if copy.isEmpty { copy.append(0) }
+        return copy.withUnsafeMutableBufferPointer { buffer in
+            let base = buffer.baseAddress!
+            let nv = spans.map { span in
+                nghttp2_nv(
+                    name: base + span.name.lowerBound, value: base + span.value.lowerBound,
+                    namelen: span.name.count, valuelen: span.value.count,
+                    flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
+            }
+            return nv.withUnsafeBufferPointer { body($0.baseAddress!, $0.count) }
+        }
+    }
+}
