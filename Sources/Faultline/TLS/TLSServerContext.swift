@@ -26,7 +26,7 @@ final class TLSServerContext {
         decide: @escaping (String?, [String]) -> TLSHandshakeDecision
     ) throws(TLSSetupError) {
         guard let context = SSL_CTX_new(TLS_server_method()) else {
-            throw TLSSetupError("cannot create an OpenSSL context: \(Self.drainErrors())")
+            throw TLSSetupError("cannot create an OpenSSL context: \(OpenSSLErrorQueue.drainLine(.reason))")
         }
         self.context = context
         self.defaultCertificateName = defaultCertificate?.rawValue ?? "custom"
@@ -48,7 +48,7 @@ final class TLSServerContext {
         if defaultCertificate == .weakKey { SSL_CTX_set_security_level(context, 0) }
         guard defaultIdentity.install(on: context) else {
             // No SSL_CTX_free here: every stored property is set, so a throw runs deinit, which frees it.
-            let reason = Self.drainErrors()
+            let reason = OpenSSLErrorQueue.drainLine(.reason)
             throw TLSSetupError("OpenSSL refused the certificate \(defaultCertificateName): \(reason)")
         }
         if let clientCA {
@@ -121,7 +121,8 @@ final class TLSServerContext {
         if let maximum = decision.maxVersion { _ = faultline_SSL_set_max_proto_version(ssl, maximum.openSSL) }
         if let name = decision.certificate, name != defaultCertificate {
             guard let identity = catalogue(name), identity.install(onConnection: ssl) else {
-                transport.noteError("cannot serve the \(name.rawValue) certificate: \(Self.drainErrors())")
+                let reason = OpenSSLErrorQueue.drainLine(.reason)
+                transport.noteError("cannot serve the \(name.rawValue) certificate: \(reason)")
                 alert?.pointee = Int32(TLSAlert.internalError.code)
                 return SSL_CLIENT_HELLO_ERROR
             }
@@ -176,19 +177,6 @@ final class TLSServerContext {
             index = start + nameLength
         }
         return names
-    }
-
-    /// OpenSSL's queued errors, oldest first, as one line; the queue is left empty.
-    static func drainErrors() -> String {
-        var reasons: [String] = []
-        while case let code = ERR_get_error(), code != 0 {
-            if let reason = ERR_reason_error_string(code) {
-                reasons.append(String(cString: reason))
-            } else {
-                reasons.append("error \(code)")
-            }
-        }
-        return reasons.isEmpty ? "unknown error" : reasons.joined(separator: "; ")
     }
 
     /// A certificate's subject, RFC 2253 style (`CN=alice,O=Faultline`).
