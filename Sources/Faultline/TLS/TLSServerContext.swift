@@ -196,21 +196,14 @@ extension ServerIdentity {
     func install(on context: OpaquePointer) -> Bool {
         guard SSL_CTX_use_certificate(context, certificate) == 1, SSL_CTX_use_PrivateKey(context, privateKey) == 1
         else { return false }
-        return withChain { faultline_SSL_CTX_set1_chain(context, $0) == 1 }
+        return faultline_SSL_CTX_set1_chain(context, chainStack) == 1
     }
 
-    /// Makes this one connection's certificate (from the ClientHello callback).
+    /// Makes this one connection's certificate (from the ClientHello callback). The set1 calls take their own
+    /// references, so the identity's one chain stack serves every connection.
     func install(onConnection ssl: OpaquePointer) -> Bool {
         guard SSL_use_certificate(ssl, certificate) == 1, SSL_use_PrivateKey(ssl, privateKey) == 1 else { return false }
-        return withChain { faultline_SSL_set1_chain(ssl, $0) == 1 }
-    }
-
-    /// The chain as a STACK_OF(X509) for the duration of `body` (the set1 calls take their own references).
-    private func withChain(_ body: (OpaquePointer?) -> Bool) -> Bool {
-        guard let stack = faultline_sk_X509_new_null() else { return false }
-        defer { faultline_sk_X509_free(stack) }
-        for certificate in chain { _ = faultline_sk_X509_push(stack, certificate) }
-        return body(stack)
+        return faultline_SSL_set1_chain(ssl, chainStack) == 1
     }
 }
 
