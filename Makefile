@@ -25,11 +25,13 @@ install: release
 	install -m 755 .build/release/faultline $(PREFIX)/bin/faultline
 
 # Every test: Swift (core without sockets, live server with curl and URLSession, the CLI), a short fuzz, Python.
+# As root on Debian with CI=true or FAULTLINE_INSTALL_TEST_CA=1, scripts/install-test-ca.sh first adds a test CA to
+# the system's trust store, so that URLSession (libcurl) can succeed over HTTPS; otherwise it changes nothing.
 test:
 	@scripts/ensure-deps.sh test
 	@scripts/check-case-clashes.sh
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+	FAULTLINE_SYSTEM_TRUSTED_TLS_DIR="$$(scripts/install-test-ca.sh)" $(SWIFT) test --skip-build
 	$(MAKE) --no-print-directory fuzz-ci
 	FAULTLINE_BIN=$(CURDIR)/.build/debug/faultline python3 -m pytest -q -p no:benchmark -p no:cacheprovider Tests/Python
 

@@ -109,7 +109,7 @@ enum TLSAcceptFuzzCheck {
                 ERR_clear_error()
                 send(to: session)
                 step = session.handshake()
-                if step == .failed { _ = TLSServerContext.drainErrors() }
+                if step == .failed { _ = OpenSSLErrorQueue.drainLine(.reason) }
                 _ = session.takeOutput { bytes in
                     output += bytes.count
                     receive(bytes)
@@ -217,7 +217,7 @@ enum TLSAcceptFuzzCheck {
             }
             if state == .wantMore {
                 state = session.handshake()
-                if state == .failed { _ = TLSServerContext.drainErrors() }
+                if state == .failed { _ = OpenSSLErrorQueue.drainLine(.reason) }
                 take()
             }
             if state == .completed {
@@ -309,7 +309,7 @@ enum TLSAcceptFuzzCheck {
         if output > 16_384 + 2 * input.count { problems.append("\(output) bytes out for \(input.count) in") }
         if plaintext > input.count { problems.append("\(plaintext) plaintext bytes from \(input.count) in") }
         if ERR_peek_error() != 0 {
-            problems.append("OpenSSL errors left queued: \(TLSServerContext.drainErrors())")
+            problems.append("OpenSSL errors left queued: \(OpenSSLErrorQueue.drainLine(.reason))")
         }
         return problems
     }

@@ -85,7 +85,8 @@ fi
 
 # What the tls-accept fuzzer compiles of the server: the OpenSSL side of a connection and what it needs.
 tls_sources=()
-for file in TLSSession TLSServerContext ServerIdentity PrivateKey X509Certificate CertificateProfile TLSSetupError; do
+for file in TLSSession TLSServerContext ServerIdentity PrivateKey X509Certificate CertificateProfile TLSSetupError \
+    OpenSSLErrorQueue; do
     tls_sources+=("Sources/Faultline/TLS/$file.swift")
 done
 

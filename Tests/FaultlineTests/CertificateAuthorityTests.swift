@@ -368,6 +368,19 @@ import Darwin
         #expect(failed.exitCode == 2 && failed.stderr.contains(refused) && failed.stdout.isEmpty)
     }
 
+    /// A setup error carries OpenSSL's whole lines (OpenSSLErrorQueue's `.full`), and leaves the queue empty.
+    @Test func setupErrorsDrainOpenSSLsWholeLines() {
+        do {
+            _ = try PrivateKey(pem: Array("not a key\n".utf8), source: "junk.pem")
+            Issue.record("junk was read as a key")
+        } catch {
+            #expect(error.message.hasPrefix(
+                "junk.pem holds no readable PEM private key (an encrypted key is not supported): error:"))
+        }
+        #expect(OpenSSLErrorQueue.drain(.reason).isEmpty && OpenSSLErrorQueue.drain(.full).isEmpty)
+        #expect(OpenSSLErrorQueue.drainLine(.reason) == "unknown error")
+    }
+
     @Test func defaultDirectoryIsInTheUserCache() {
         let directory = CertificateAuthority.defaultDirectory()
         #expect(directory.hasSuffix("/faultline/tls"))

@@ -17,6 +17,9 @@ import FoundationNetworking
 /// `self-signed` says "self-signed certificate". On Apple
 /// platforms the expected codes differ (-1202 untrusted, -1201 expired, -1203 ...), from Apple's
 /// documentation; they are not measured here.
+///
+/// libcurl does read Debian's system bundle, /etc/ssl/certs/ca-certificates.crt: `TLSURLSessionSystemTrustTests`
+/// below runs when the CA of `FAULTLINE_SYSTEM_TRUSTED_TLS_DIR` has been put there (scripts/install-test-ca.sh).
 @Suite struct TLSURLSessionTests {
     static let scenario = #"""
     { "name": "tls", "routes": [ { "id": "hi", "match": { "method": "GET", "path": "/hi" },
@@ -35,16 +38,20 @@ import FoundationNetworking
     struct Outcome {
         var error: URLError?
         var status: Int?
+        var body: String?
         var message: String? { error?.userInfo[NSLocalizedDescriptionKey] as? String }
     }
 
     /// GET https://localhost:PORT/hi on a server whose TLS listener serves `certificate`; waits for the
     /// handshake's journal entry.
-    static func fetch(_ certificate: TLSCertificateName) async throws -> (Outcome, [JournalEntry]) {
+    /// `tlsDirectory` is the authority's folder; nil for a new one in a scratch folder (a CA nobody trusts).
+    static func fetch(
+        _ certificate: TLSCertificateName, tlsDirectory: String? = nil
+    ) async throws -> (Outcome, [JournalEntry]) {
         let folder = try scratchFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let server = try TestSupport.server([scenario]) {
-            $0.tls = TLSOptions(port: 0, directory: folder + "/tls", certificate: certificate)
+            $0.tls = TLSOptions(port: 0, directory: tlsDirectory ?? folder + "/tls", certificate: certificate)
         }
         defer { Task { await server.stop() } }
         let port = try #require(server.tlsPort)
@@ -55,8 +62,9 @@ import FoundationNetworking
         request.timeoutInterval = 5
         var outcome = Outcome()
         do {
-            let (_, response) = try await session.data(for: request)
+            let (data, response) = try await session.data(for: request)
             outcome.status = (response as? HTTPURLResponse)?.statusCode
+            outcome.body = String(decoding: data, as: UTF8.self)
         } catch let error as URLError {
             outcome.error = error
         }
@@ -91,5 +99,67 @@ import FoundationNetworking
         #expect(selfSigned.error?.code == .unknown, "\(String(describing: selfSigned.error))")
         #expect(selfSigned.message == "SSL certificate problem: self-signed certificate")
         #expect(selfSignedEntries.first?.tls?.alertReceived == "unknown_ca")
+    }
+
+    /// A TLS state folder whose root CA is in the system's trust store (scripts/install-test-ca.sh, which
+    /// `make test` runs as root on Debian with CI=true or FAULTLINE_INSTALL_TEST_CA=1); nil otherwise.
+    static let systemTrustedDirectory: String? = {
+        guard let path = ProcessInfo.processInfo.environment["FAULTLINE_SYSTEM_TRUSTED_TLS_DIR"], !path.isEmpty
+        else { return nil }
+        return path
+    }()
+}
+
+/// URLSession over HTTPS where libcurl can trust Faultline: the CA of `FAULTLINE_SYSTEM_TRUSTED_TLS_DIR` is in
+/// /etc/ssl/certs/ca-certificates.crt, the bundle FoundationNetworking's libcurl reads. Skipped unless that
+/// variable names such a folder; nothing here touches the trust store.
+@Suite(.enabled(if: TLSURLSessionTests.systemTrustedDirectory != nil,
+                "set FAULTLINE_SYSTEM_TRUSTED_TLS_DIR to a --tls-dir whose CA the system trusts"))
+struct TLSURLSessionSystemTrustTests {
+    var directory: String { TLSURLSessionTests.systemTrustedDirectory ?? "" }
+
+    @Test func validSucceeds() async throws {
+        let (outcome, entries) = try await TLSURLSessionTests.fetch(.valid, tlsDirectory: directory)
+        #expect(outcome.error == nil, "\(String(describing: outcome.error))")
+        #expect(outcome.status == 200 && outcome.body == "hello")
+        let entry = try #require(entries.first)
+        #expect(entry.tls?.certificate == "valid" && entry.tls?.handshake == .completed)
+    }
+
+    /// What libcurl (FoundationNetworking) says for each certificate when the CA is trusted, as measured on
+    /// Debian 12 (libcurl 7.88, OpenSSL 3.0): every refusal is `URLError.Code.unknown` (-1) with libcurl's
+    /// message, and the journal records the alert libcurl's OpenSSL sent. `wrong-host` is refused after the
+    /// handshake (libcurl checks the name itself and closes without an alert), so the server saw it complete.
+    /// `cn-only`, `too-long-validity` and `rotated` are accepted, as by curl: libcurl still falls back to the
+    /// common name, and neither a lifetime limit nor a pin is libcurl's to check.
+    static let refusals: [(TLSCertificateName, String, String?)] = [
+        (.expired, "SSL certificate problem: certificate has expired", "certificate_expired"),
+        (.notYetValid, "SSL certificate problem: certificate is not yet valid", "bad_certificate"),
+        (.wrongHost, "SSL: no alternative certificate subject name matches target host name 'localhost'", nil),
+        (.selfSigned, "SSL certificate problem: self-signed certificate", "unknown_ca"),
+        (.untrustedRoot, "SSL certificate problem: unable to get local issuer certificate", "unknown_ca"),
+        (.incompleteChain, "SSL certificate problem: unable to get local issuer certificate", "unknown_ca"),
+        (.expiredIntermediate, "SSL certificate problem: certificate has expired", "certificate_expired"),
+        (.noServerAuthEKU, "SSL certificate problem: unsuitable certificate purpose", "unsupported_certificate"),
+        (.weakKey, "SSL certificate problem: EE certificate key too weak", "bad_certificate"),
+    ]
+
+    @Test(arguments: refusals)
+    func refused(_ name: TLSCertificateName, _ message: String, _ alert: String?) async throws {
+        let (outcome, entries) = try await TLSURLSessionTests.fetch(name, tlsDirectory: directory)
+        #expect(outcome.status == nil)
+        #expect(outcome.error?.code == .unknown, "\(String(describing: outcome.error))")
+        #expect(outcome.message == message)
+        let entry = try #require(entries.first)
+        #expect(entry.tls?.certificate == name.rawValue)
+        #expect(entry.tls?.alertReceived == alert)
+        #expect(entry.tls?.handshake == (alert == nil ? .completed : .clientAlert))
+    }
+
+    @Test(arguments: [TLSCertificateName.cnOnly, .tooLongValidity, .rotated])
+    func accepted(_ name: TLSCertificateName) async throws {
+        let (outcome, _) = try await TLSURLSessionTests.fetch(name, tlsDirectory: directory)
+        #expect(outcome.error == nil, "\(String(describing: outcome.error))")
+        #expect(outcome.status == 200 && outcome.body == "hello")
     }
 }

@@ -470,8 +470,7 @@ def test_client_certificate_required(https, go_client, run_cli, tmp_path):
     assert [(e["tls"]["alertSent"], e["tls"]["error"]) for e in entries] == [
         ("certificate_required", "peer did not return a certificate")] * 3
 
-    out = tmp_path / "client"
-    out.mkdir()  # `ca --client-cert --out` does not create the folder
+    out = tmp_path / "client"  # `ca --client-cert --out` creates the folder
     issued = run_cli("ca", "--tls-dir", server.tls_dir, "--client-cert", "alice", "--out", out)
     assert issued.returncode == 0, issued.stderr
     cert, key = out / "alice.pem", out / "alice-key.pem"
@@ -484,6 +483,30 @@ def test_client_certificate_required(https, go_client, run_cli, tmp_path):
     entries = server.wait_for(3, route="hi")
     for entry in entries:
         assert "CN=alice" in entry["tls"]["clientCertificate"], entry
+
+
+def test_client_cert_out_folder(run_cli, tmp_path):
+    """`ca --client-cert NAME --out DIR` creates DIR (mode 0700, it holds a key) but not its parents, and says
+    which DIR it could not use."""
+    tls_dir = tmp_path / "tls"
+    out = tmp_path / "new"
+    issued = run_cli("ca", "--tls-dir", tls_dir, "--client-cert", "alice", "--out", out)
+    assert issued.returncode == 0, issued.stderr
+    assert stat.S_IMODE(out.stat().st_mode) == 0o700
+    assert (out / "alice.pem").is_file() and stat.S_IMODE((out / "alice-key.pem").stat().st_mode) == 0o600
+    again = run_cli("ca", "--tls-dir", tls_dir, "--client-cert", "bob", "--out", out)
+    assert again.returncode == 0 and (out / "bob.pem").is_file(), again.stderr
+
+    deep = tmp_path / "missing" / "client"
+    failed = run_cli("ca", "--tls-dir", tls_dir, "--client-cert", "alice", "--out", deep)
+    assert failed.returncode == 1, failed.stderr
+    assert failed.stderr == (f"faultline: ca: cannot create the folder --out {deep}: "
+                             "its parent folder does not exist\n")
+    assert not deep.parent.exists()
+    a_file = tmp_path / "file"
+    a_file.write_text("")
+    failed = run_cli("ca", "--tls-dir", tls_dir, "--client-cert", "alice", "--out", a_file)
+    assert failed.returncode == 1 and failed.stderr == f"faultline: ca: --out {a_file} is not a folder\n", failed.stderr
 
 
 def resumed_twice(server):

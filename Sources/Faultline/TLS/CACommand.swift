@@ -38,6 +38,7 @@ package enum CACommand {
             let certificatePath = folder + "/" + name + ".pem"
             let keyPath = folder + "/" + name + "-key.pem"
             do {
+                try makeOutputFolder(folder)
                 let issued = try authority.issueClientCertificate(commonName: name)
                 try CAStateFolder.writeFile(Array(issued.keyPEM.utf8), to: keyPath, mode: 0o600)
                 try CAStateFolder.writeFile(Array(issued.certificatePEM.utf8), to: certificatePath, mode: 0o644)
@@ -47,6 +48,25 @@ package enum CACommand {
             return CommandOutcome(
                 stderr: "faultline: wrote the client certificate \(certificatePath) and its key \(keyPath) "
                     + "(CN=\(name), signed by the client CA)\n")
+        }
+    }
+
+    /// The `--out` folder of `--client-cert`: used as it is when it exists; otherwise created with mode 0700
+    /// (it will hold a private key), but only its last component: a missing parent is more likely a typo than a
+    /// wish for a tree of folders.
+    private static func makeOutputFolder(_ folder: String) throws(TLSSetupError) {
+        if mkdir(folder, 0o700) == 0 { return }
+        let code = errno
+        switch code {
+        case EEXIST:
+            var info = stat()
+            guard stat(folder, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
+                throw TLSSetupError("--out \(folder) is not a folder")
+            }
+        case ENOENT:
+            throw TLSSetupError("cannot create the folder --out \(folder): its parent folder does not exist")
+        default:
+            throw TLSSetupError("cannot create the folder --out \(folder): \(String(cString: strerror(code)))")
         }
     }
 

@@ -26,7 +26,7 @@ final class TLSServerContext {
         decide: @escaping (String?, [String]) -> TLSHandshakeDecision
     ) throws(TLSSetupError) {
         guard let context = SSL_CTX_new(TLS_server_method()) else {
-            throw TLSSetupError("cannot create an OpenSSL context: \(Self.drainErrors())")
+            throw TLSSetupError("cannot create an OpenSSL context: \(OpenSSLErrorQueue.drainLine(.reason))")
         }
         self.context = context
         self.defaultCertificateName = defaultCertificate?.rawValue ?? "custom"
@@ -53,7 +53,7 @@ final class TLSServerContext {
         if defaultCertificate == .weakKey { SSL_CTX_set_security_level(context, 0) }
         guard defaultIdentity.install(on: context) else {
             // No SSL_CTX_free here: every stored property is set, so a throw runs deinit, which frees it.
-            let reason = Self.drainErrors()
+            let reason = OpenSSLErrorQueue.drainLine(.reason)
             throw TLSSetupError("OpenSSL refused the certificate \(defaultCertificateName): \(reason)")
         }
         if let clientCA {
@@ -127,7 +127,8 @@ final class TLSServerContext {
         if let maximum = decision.maxVersion { _ = faultline_SSL_set_max_proto_version(ssl, maximum.openSSL) }
         if let name = decision.certificate, name != defaultCertificate {
             guard let identity = catalogue(name), identity.install(onConnection: ssl) else {
-                transport.noteError("cannot serve the \(name.rawValue) certificate: \(Self.drainErrors())")
+                let reason = OpenSSLErrorQueue.drainLine(.reason)
+                transport.noteError("cannot serve the \(name.rawValue) certificate: \(reason)")
                 alert?.pointee = Int32(TLSAlert.internalError.code)
                 return SSL_CLIENT_HELLO_ERROR
             }
@@ -184,19 +185,6 @@ final class TLSServerContext {
         return names
     }
 
-    /// OpenSSL's queued errors, oldest first, as one line; the queue is left empty.
-    static func drainErrors() -> String {
-        var reasons: [String] = []
-        while case let code = ERR_get_error(), code != 0 {
-            if let reason = ERR_reason_error_string(code) {
-                reasons.append(String(cString: reason))
-            } else {
-                reasons.append("error \(code)")
-            }
-        }
-        return reasons.isEmpty ? "unknown error" : reasons.joined(separator: "; ")
-    }
-
     /// A certificate's subject, RFC 2253 style (`CN=alice,O=Faultline`).
     static func subject(of certificate: OpaquePointer) -> String? {
         guard let name = X509_get_subject_name(certificate), let bio = BIO_new(BIO_s_mem()) else { return nil }
@@ -214,21 +202,14 @@ extension ServerIdentity {
     func install(on context: OpaquePointer) -> Bool {
         guard SSL_CTX_use_certificate(context, certificate) == 1, SSL_CTX_use_PrivateKey(context, privateKey) == 1
         else { return false }
-        return withChain { faultline_SSL_CTX_set1_chain(context, $0) == 1 }
+        return faultline_SSL_CTX_set1_chain(context, chainStack) == 1
     }
 
-    /// Makes this one connection's certificate (from the ClientHello callback).
+    /// Makes this one connection's certificate (from the ClientHello callback). The set1 calls take their own
+    /// references, so the identity's one chain stack serves every connection.
     func install(onConnection ssl: OpaquePointer) -> Bool {
         guard SSL_use_certificate(ssl, certificate) == 1, SSL_use_PrivateKey(ssl, privateKey) == 1 else { return false }
-        return withChain { faultline_SSL_set1_chain(ssl, $0) == 1 }
-    }
-
-    /// The chain as a STACK_OF(X509) for the duration of `body` (the set1 calls take their own references).
-    private func withChain(_ body: (OpaquePointer?) -> Bool) -> Bool {
-        guard let stack = faultline_sk_X509_new_null() else { return false }
-        defer { faultline_sk_X509_free(stack) }
-        for certificate in chain { _ = faultline_sk_X509_push(stack, certificate) }
-        return body(stack)
+        return faultline_SSL_set1_chain(ssl, chainStack) == 1
     }
 }
 

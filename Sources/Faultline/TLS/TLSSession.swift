@@ -34,7 +34,7 @@ final class TLSSession {
         case wantMore
         /// The ClientHello callback held the handshake (a hang or a reset decision).
         case held
-        /// The handshake failed; OpenSSL's reasons are still queued (`TLSServerContext.drainErrors`).
+        /// The handshake failed; OpenSSL's reasons are still queued (`OpenSSLErrorQueue.drainLine`).
         case failed
         /// The session was released.
         case released

@@ -1,4 +1,3 @@
-import COpenSSL
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -20,15 +19,8 @@ public struct TLSSetupError: Error, Sendable, Equatable, CustomStringConvertible
     /// `context`, followed by OpenSSL's queued errors for this thread, which are drained so that the next failure
     /// does not report them again.
     static func openSSL(_ context: String) -> TLSSetupError {
-        var reasons: [String] = []
-        while true {
-            let code = ERR_get_error()
-            if code == 0 { break }
-            var buffer = [CChar](repeating: 0, count: 256)
-            ERR_error_string_n(code, &buffer, buffer.count)
-            reasons.append(buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
-        }
-        return TLSSetupError(reasons.isEmpty ? context : "\(context): \(reasons.joined(separator: "; "))")
+        let errors = OpenSSLErrorQueue.drain(.full)
+        return TLSSetupError(errors.isEmpty ? context : "\(context): \(errors.joined(separator: "; "))")
     }
 
     /// A system call on `path` failed with `code` (an errno value).

@@ -283,7 +283,7 @@ final class TLSTransport: Transport, TransportDelegate, TLSSessionParty {
     }
 
     private func handshakeFailed() {
-        let reason = TLSServerContext.drainErrors()
+        let reason = OpenSSLErrorQueue.drainLine(.reason)
         if summary.error == nil { summary.error = reason }
         flushOutput()
         let end: TLSHandshakeEnd
