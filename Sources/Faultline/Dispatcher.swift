@@ -102,7 +102,9 @@ final class Dispatcher {
 
     /// An exchange ended: tell the engine (token refresh in flight, idempotent response to store) and the journal.
     func finished(_ exchange: Exchange, _ outcome: ExchangeOutcome, at: UInt64?) {
-        if let completion = exchange.engineCompletion { core.engine.finish(completion, now: core.now()) }
+        if let completion = exchange.engineCompletion {
+            core.engine.finish(completion, now: core.now(), processed: outcome != .notProcessed)
+        }
         if let sequence = exchange.sequence {
             let now = at ?? Clock.monotonicNanos()
             let bytes = exchange.bytesWritten

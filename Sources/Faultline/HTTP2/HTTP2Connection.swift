@@ -67,6 +67,7 @@ final class HTTP2Connection {
     @exclusivity(unchecked) private var goawayLastStream: Int32?
     /// Close once every stream at or below the GOAWAY's last stream id is done.
     @exclusivity(unchecked) private var closeWhenIdle = false
+    @exclusivity(unchecked) private var closeCheckWanted = false
     @exclusivity(unchecked) private var gracefulTimer: CancellableTimer?
     /// The highest stream id the client opened.
     @exclusivity(unchecked) private(set) var highestStream: Int32 = 0
@@ -215,6 +216,10 @@ final class HTTP2Connection {
             }
             runDeferred()
         } while flushWanted && !closed
+        if closeCheckWanted && !closed {
+            closeCheckWanted = false
+            closeIfIdle()
+        }
         if !closed && nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
             finishClosing(abortive: false)
         }
@@ -458,6 +463,17 @@ final class HTTP2Connection {
                 sendGoaway(lastStream, code: code)
             }
             if stream.id > lastStream { stream.stopped = true }
+        case .frames(let frames):
+            // After what nghttp2 has queued, so the hand-made frames land where the script put them.
+            flush()
+            for frame in frames {
+                let bytes = frame.bytes(stream: Int(stream.id))
+                for _ in 0..<max(frame.count, 1) {
+                    guard !closed else { return }
+                    bytes.withUnsafeBytes { _ = io.write($0) }
+                    exchange.bytesWritten += bytes.count
+                }
+            }
         }
     }
 
@@ -479,6 +495,12 @@ final class HTTP2Connection {
 
     private func closeIfIdle() {
         guard !closed, let last = goawayLastStream else { return }
+        if inLibrary {
+            // Inside mem_send: the frame that ended the last stream is not written yet. After it is.
+            closeCheckWanted = true
+            flushWanted = true
+            return
+        }
         let busy = streams.values.contains { $0.id <= last && !($0.exchange?.ended ?? true) }
         if !busy {
             flush()
@@ -603,19 +625,17 @@ final class HTTP2Connection {
                 stream.sentEnd = true
             }
         }
-        stream.exchange?.bytesWritten += count
         return count
     }
 
     /// A frame went out: the frame that ended a stream completes its exchange.
     fileprivate func frameSent(_ frame: UnsafePointer<nghttp2_frame>) {
         let header = frame.pointee.hd
-        guard header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0,
+        guard header.type == UInt8(NGHTTP2_HEADERS.rawValue) || header.type == UInt8(NGHTTP2_DATA.rawValue),
               let stream = streams[header.stream_id] else { return }
-        if header.type == UInt8(NGHTTP2_HEADERS.rawValue) {
-            stream.exchange?.bytesWritten += 1
-        }
-        end(stream, .completed)
+        // The exchange's bytes are its frames', headers included (HPACK-compressed as sent).
+        stream.exchange?.bytesWritten += 9 + header.length
+        if header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0 { end(stream, .completed) }
     }
 
     /// The response head as HTTP/2 fields: `:status`, lower-case names, and none of the connection-specific

@@ -68,11 +68,15 @@ extension Engine {
     }
 
     /// An exchange has ended; see `ExchangeCompletion`.
-    package func finish(_ completion: ExchangeCompletion, now: EngineInstant) {
+    package func finish(_ completion: ExchangeCompletion, now: EngineInstant, processed: Bool = true) {
         // Decided by scripts that have since been reloaded or reset: the state it would update is gone.
         guard completion.generation == generation else { return }
         if completion.refresh { policy.authority?.refreshFinished() }
-        if let stored = completion.idempotency {
+        // A stream the server declared not processed (HTTP/2 REFUSED_STREAM, above a GOAWAY's last stream id)
+        // stores nothing: the client may send it again and must find the key free.
+        if let stored = completion.idempotency, !processed {
+            policy.idempotency[stored.scope]?.abandon(scope: stored.scope, key: stored.key)
+        } else if let stored = completion.idempotency {
             policy.idempotency[stored.scope]?.complete(
                 scope: stored.scope, key: stored.key, response: stored.response, nowMilliseconds: now.monotonicMilliseconds)
         }

@@ -79,6 +79,8 @@ package final class Engine {
         let id: String
         let match: RouteMatch
         let idempotency: IdempotencyConfig?
+        /// The protocols the route serves (`Route.servedProtocols`).
+        let protocols: Set<ExchangeProtocol>
         /// Cumulative `times`: step i answers requests [ends[i-1], ends[i]) of the script.
         let stepEnds: [Int]
         let prepared: [PreparedStep]
@@ -95,6 +97,7 @@ package final class Engine {
             id = route.id
             match = route.match
             idempotency = route.idempotency
+            protocols = route.servedProtocols
             self.stepEnds = stepEnds
             self.prepared = prepared
         }
@@ -246,6 +249,10 @@ package final class Engine {
         let request = input.request
         for index in routes.indices {
             if case .matched(let parameters) = RouteMatcher.match(routes[index].match, input, explain: false) {
+                let carried: ExchangeProtocol = request.head.version.major == 2 ? .http2 : .http1
+                guard routes[index].protocols.contains(carried) else {
+                    return refuseProtocol(routes[index], carried, request, notes: &notes)
+                }
                 return play(index, input, parameters, requestID: requestID, now: now, extraHeaders: extraHeaders, notes: &notes)
             }
         }
@@ -439,6 +446,33 @@ package final class Engine {
     }
 
     /// A decision taken by `loaded`'s route; the one place that ties it to its scenario.
+    /// A route that does not serve the request's protocol (its faults exist only on another one, or its
+    /// `protocols` say so): refused the way the protocol says, without playing the route — no cursor moves.
+    /// Over HTTP/2, RST_STREAM HTTP_1_1_REQUIRED (RFC 9113 §7), which clients such as curl answer by retrying
+    /// over HTTP/1.1; over HTTP/1.1, 505 with a body that names the route.
+    private func refuseProtocol(
+        _ loaded: LoadedRoute, _ carried: ExchangeProtocol, _ request: HTTPRequest, notes: inout [JournalNote]
+    ) -> Decision {
+        let served = ExchangeProtocol.allCases.filter(loaded.protocols.contains).map(\.rawValue).joined(separator: ", ")
+        let why = loaded.route.protocols == nil
+            ? "its faults exist only on \(served)" : "its \"protocols\" are \(served)"
+        notes.append(.remark("route \(loaded.id) does not serve \(carried.rawValue): \(why)"))
+        let script: ResponseScript
+        switch carried {
+        case .http2:
+            script = ResponseScript(
+                steps: [.http2(.resetStream(code: HTTP2ErrorCode.http11Required.rawValue))], status: nil, keepAlive: true)
+        case .http1:
+            let body: JSONValue = .object([
+                ("error", .string("route \(loaded.id) does not serve \(carried.rawValue)")),
+                ("protocols", .array(ExchangeProtocol.allCases.filter(loaded.protocols.contains).map { .string($0.rawValue) })),
+                ("hint", .string("\(why); use a client that speaks \(served)")),
+            ])
+            script = ResponseScript.simple(for: request, response: .json(505, body))
+        }
+        return routeDecision(loaded, step: nil, script: script)
+    }
+
     private func routeDecision(_ loaded: LoadedRoute, step: Int?, script plan: ResponseScript) -> Decision {
         let decision = Decision(
             scenario: loaded.scenario.name, route: .route(loaded.id), step: step, unmatched: nil, script: plan)

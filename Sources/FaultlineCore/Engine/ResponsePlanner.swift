@@ -277,6 +277,26 @@ enum ResponsePlanner {
                 // Deliberately wrong: a valid chunk, then the connection ends without the zero-size chunk.
                 return [.head(head), .raw(size + crlf + body + crlf), .abortExchange]
             }
+        case .rstStream:
+            let code = (fault.code ?? .internalError).rawValue
+            switch fault.after {
+            case .nothing:
+                return [.http2(.resetStream(code: code))]
+            case .headers:
+                return [.head(head(response, close: false)), .http2(.resetStream(code: code))]
+            case .body:
+                let sent = min(fault.bytes ?? body.count / 2, max(body.count - 1, 0))
+                return [.head(head(response, close: false)), .body(Array(body.prefix(sent))),
+                        .http2(.resetStream(code: code))]
+            }
+        case .goaway:
+            // The GOAWAY first; the stream is answered only when the GOAWAY's last stream id covers it.
+            let action = HTTP2Action.goaway(
+                last: fault.lastStream, code: (fault.code ?? .noError).rawValue, graceful: fault.graceful)
+            return [.http2(action)] + whole(response)
+        case .rawFrames:
+            let raw: ScriptStep = fault.frames.isEmpty ? .raw(fault.rawBytes) : .http2(.frames(fault.frames))
+            return [raw, .hang]
         case .garbage:
             let count = fault.bytes ?? 64 + Int(random.next() % 449)
             return [.raw((0..<count).map { _ in UInt8(truncatingIfNeeded: random.next()) }), .abortConnection(.close)]

@@ -27,15 +27,29 @@ public enum FaultName: String, Sendable, CaseIterable {
     /// body short. Over plain HTTP it is a close-delimited body and a FIN, which a client cannot tell from a
     /// complete one.
     case noCloseNotify = "no-close-notify"
+    /// HTTP/2: RST_STREAM with a code (`REFUSED_STREAM`, `CANCEL`, …) before the head, after it, or mid-body.
+    /// The connection and its other streams go on. `REFUSED_STREAM` tells the client the request was not
+    /// processed (RFC 9113 §8.7): the journal says `not-processed`, and the route's effects do not happen.
+    case rstStream = "rst-stream"
+    /// HTTP/2: GOAWAY naming a last stream id (a number, `current` or `previous`) and an error code, optionally
+    /// after a graceful shutdown notice. Streams above the last id are not processed; the connection closes once
+    /// the others are done.
+    case goaway
+    /// HTTP/2: bytes written straight to the connection, framed by no codec (`base64`, or a `preset`: a bad
+    /// HPACK block, a CONTINUATION flood, a frame on stream 0 that must not be there). The client's reaction is
+    /// the test; the stream then hangs until the client closes.
+    case rawFrames = "raw-frames"
 }
 
 extension FaultName {
     /// The protocols whose codec can render this fault's steps. The faults that break HTTP/1.1's own framing
     /// (`raw` steps) exist only there; the rest are heads, bodies and aborts, which HTTP/2 renders as frames.
-    package var protocols: Set<ExchangeProtocol> {
+    public var protocols: Set<ExchangeProtocol> {
         switch self {
         case .overlongBody, .malformedChunk, .garbage, .noCloseNotify:
             return [.http1]
+        case .rstStream, .goaway, .rawFrames:
+            return [.http2]
         case .reset, .emptyReply, .halfClose, .closeAfterHeaders, .truncateBody, .hang, .stallAfterHeaders,
              .corruptJSON, .truncatedJSON, .wrongContentType, .htmlErrorPage, .badGzip, .commitThenReset,
              .commitThenHang:
@@ -50,7 +64,7 @@ extension FaultName {
              .stallAfterHeaders, .noCloseNotify:
             return true
         case .reset, .emptyReply, .halfClose, .garbage, .hang, .wrongContentType, .htmlErrorPage, .badGzip,
-             .commitThenReset, .commitThenHang:
+             .commitThenReset, .commitThenHang, .rstStream, .goaway, .rawFrames:
             return false
         }
     }
@@ -58,8 +72,11 @@ extension FaultName {
     /// Faults after which the connection is still usable for the next request.
     var keepsConnection: Bool {
         switch self {
-        case .corruptJSON, .truncatedJSON, .wrongContentType, .htmlErrorPage, .badGzip:
+        case .corruptJSON, .truncatedJSON, .wrongContentType, .htmlErrorPage, .badGzip, .rstStream, .goaway:
+            // HTTP/2's stream faults leave the connection (GOAWAY closes it itself once its streams are done).
             return true
+        case .rawFrames:
+            return false
         case .reset, .emptyReply, .halfClose, .closeAfterHeaders, .truncateBody, .overlongBody, .malformedChunk,
              .garbage, .hang, .stallAfterHeaders, .commitThenReset, .commitThenHang, .noCloseNotify:
             return false
@@ -70,8 +87,12 @@ extension FaultName {
     /// half-close's prefix.
     func sendsHead(_ after: HalfCloseAfter) -> Bool {
         switch self {
-        case .reset, .emptyReply, .garbage, .hang, .commitThenReset, .commitThenHang:
+        case .reset, .emptyReply, .garbage, .hang, .commitThenReset, .commitThenHang, .rawFrames:
             return false
+        case .rstStream:
+            return after != .nothing
+        case .goaway:
+            return true
         case .halfClose:
             return after != .nothing
         case .closeAfterHeaders, .truncateBody, .overlongBody, .malformedChunk, .stallAfterHeaders, .corruptJSON,

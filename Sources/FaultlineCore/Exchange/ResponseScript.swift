@@ -82,6 +82,70 @@ package enum HTTP2Action: Sendable, Equatable {
     /// GOAWAY naming `last` as the last stream processed, with an error code; `graceful` sends the shutdown
     /// notice (a GOAWAY naming 2^31-1) first, then the final one.
     case goaway(last: GoawayLastStream, code: UInt32, graceful: Bool)
+    /// Frames written as they are, after what nghttp2 has queued: the frames nghttp2 would never send.
+    case frames([HTTP2RawFrame])
+}
+
+/// One hand-made HTTP/2 frame (RFC 9113 §4.1), written `count` times.
+package struct HTTP2RawFrame: Sendable, Equatable {
+    package var type: UInt8
+    package var flags: UInt8
+    /// On the exchange's own stream; false: stream 0.
+    package var onStream: Bool
+    package var payload: [UInt8]
+    package var count: Int
+
+    package init(type: UInt8, flags: UInt8, onStream: Bool, payload: [UInt8], count: Int = 1) {
+        self.type = type
+        self.flags = flags
+        self.onStream = onStream
+        self.payload = payload
+        self.count = count
+    }
+
+    /// The frame's bytes: the 9-byte header (length, type, flags, stream id), then the payload.
+    package func bytes(stream: Int) -> [UInt8] {
+        let length = payload.count
+        let id = onStream ? UInt32(truncatingIfNeeded: stream) & 0x7fff_ffff : 0
+        var out: [UInt8] = [
+            UInt8(truncatingIfNeeded: length >> 16), UInt8(truncatingIfNeeded: length >> 8),
+            UInt8(truncatingIfNeeded: length), type, flags,
+            UInt8(truncatingIfNeeded: id >> 24), UInt8(truncatingIfNeeded: id >> 16),
+            UInt8(truncatingIfNeeded: id >> 8), UInt8(truncatingIfNeeded: id),
+        ]
+        out.append(contentsOf: payload)
+        return out
+    }
+}
+
+/// The `raw-frames` fault's ready-made breakages.
+public enum HTTP2FramePreset: String, Sendable, CaseIterable {
+    /// HEADERS whose HPACK block cannot be decoded (an integer that overflows): COMPRESSION_ERROR (RFC 9113 §4.3).
+    case badHPACK = "bad-hpack"
+    /// HEADERS without END_HEADERS, then CONTINUATION frames that never end the block: a client must cap what it
+    /// buffers (the 2024 "CONTINUATION flood").
+    case continuationFlood = "continuation-flood"
+    /// DATA on stream 0, which RFC 9113 §6.1 makes a connection error (PROTOCOL_ERROR).
+    case dataOnStreamZero = "data-on-stream-0"
+    /// A SETTINGS frame whose length is not a multiple of 6: FRAME_SIZE_ERROR (RFC 9113 §6.5).
+    case badSettings = "bad-settings"
+
+    package var frames: [HTTP2RawFrame] {
+        switch self {
+        case .badHPACK:
+            // An indexed field whose index never ends (0xFF, then continuation bytes).
+            return [HTTP2RawFrame(type: 0x1, flags: 0x4 | 0x1, onStream: true, payload: [0xff, 0xff, 0xff, 0xff, 0xff, 0xff])]
+        case .continuationFlood:
+            // A literal field with a new name whose length is long, then name bytes, 16 KiB per CONTINUATION.
+            let filler = [UInt8](repeating: 0x61, count: 16_384)
+            return [HTTP2RawFrame(type: 0x1, flags: 0, onStream: true, payload: [0x00, 0x7f, 0xff, 0xff, 0x03]),
+                    HTTP2RawFrame(type: 0x9, flags: 0, onStream: true, payload: filler, count: 640)]
+        case .dataOnStreamZero:
+            return [HTTP2RawFrame(type: 0x0, flags: 0, onStream: false, payload: Array("faultline".utf8))]
+        case .badSettings:
+            return [HTTP2RawFrame(type: 0x4, flags: 0, onStream: false, payload: [0, 3, 0, 0])]
+        }
+    }
 }
 
 /// Which stream a GOAWAY names as the last one processed.

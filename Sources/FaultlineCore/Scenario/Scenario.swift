@@ -97,6 +97,10 @@ public struct ConnectionPolicy: Sendable, Equatable {
 public struct Route: Sendable, Equatable {
     public var id: String
     public var match: RouteMatch
+    /// The protocols the route serves (`"protocols"`); nil: every protocol its faults can be rendered on. A
+    /// request over another protocol is refused, never answered with a fault the protocol cannot carry: over
+    /// HTTP/2 with RST_STREAM HTTP_1_1_REQUIRED (RFC 9113 §7), over HTTP/1.1 with 505.
+    public var protocols: Set<ExchangeProtocol>?
     public var responses: [ResponseStep]
     public var afterLast: AfterLast
     /// When set, each distinct value of this part of the request has its own cursor into `responses`.
@@ -105,6 +109,15 @@ public struct Route: Sendable, Equatable {
     public var chaos: ChaosSpec?
     /// Idempotency-key handling for the route (IETF httpapi idempotency-key draft).
     public var idempotency: IdempotencyConfig?
+
+    /// The protocols the route serves: `protocols`, or those on which every fault it uses exists.
+    public var servedProtocols: Set<ExchangeProtocol> {
+        if let protocols { return protocols }
+        var served = Set(ExchangeProtocol.allCases)
+        for step in responses { if let fault = step.fault { served.formIntersection(fault.name.protocols) } }
+        for case .fault(let spec) in chaos?.outcomes ?? [] { served.formIntersection(spec.name.protocols) }
+        return served
+    }
 
     public init(
         id: String, match: RouteMatch, responses: [ResponseStep], afterLast: AfterLast = .repeatLast,
@@ -160,6 +173,14 @@ public struct FaultSpec: Sendable, Equatable {
     public var after: HalfCloseAfter
     /// `malformed-chunk` only: how the chunked framing is broken.
     public var chunkBreak: ChunkBreak
+    /// `rst-stream` and `goaway`: the HTTP/2 error code (`rst-stream` default INTERNAL_ERROR, `goaway` NO_ERROR).
+    public var code: HTTP2ErrorCode?
+    /// `goaway` only: the last stream id it names, and whether a shutdown notice goes first.
+    package var lastStream: GoawayLastStream = .previous
+    public var graceful = false
+    /// `raw-frames` only: bytes written as they are (`base64`), or hand-made frames (`preset`).
+    public var rawBytes: [UInt8] = []
+    package var frames: [HTTP2RawFrame] = []
 
     public init(_ name: FaultName, bytes: Int? = nil, after: HalfCloseAfter = .nothing, chunkBreak: ChunkBreak = .badSize) {
         self.name = name

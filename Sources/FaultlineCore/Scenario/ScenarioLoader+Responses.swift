@@ -97,6 +97,11 @@ extension ScenarioLoader.Reader {
             return nil
         }
         if case .string(let name) = value {
+            if name == FaultName.rawFrames.rawValue {
+                report(path, "raw-frames needs its bytes: {\"type\": \"raw-frames\", \"base64\": …} or a \"preset\" ("
+                    + HTTP2FramePreset.allCases.map(\.rawValue).joined(separator: ", ") + ")")
+                return nil
+            }
             return named(name, at: path).map { FaultSpec($0) }
         }
         guard case .object = value else {
@@ -104,7 +109,8 @@ extension ScenarioLoader.Reader {
             return nil
         }
         let errorCount = errors.count
-        guard let fields = fields(value, at: path, known: ["type", "bytes", "after", "variant"]) else { return nil }
+        let parameters = ["bytes", "after", "variant", "code", "lastStreamId", "graceful", "base64", "preset"]
+        guard let fields = fields(value, at: path, known: ["type"] + parameters) else { return nil }
         guard let typeValue = required(fields, "type"), let typeName = string(typeValue, at: fields.path("type")),
               let name = named(typeName, at: fields.path("type"))
         else { return nil }
@@ -114,9 +120,12 @@ extension ScenarioLoader.Reader {
         case .halfClose: allowed = ["after", "bytes"]
         case .truncateBody, .overlongBody, .garbage, .noCloseNotify: allowed = ["bytes"]
         case .malformedChunk: allowed = ["variant"]
+        case .rstStream: allowed = ["code", "after", "bytes"]
+        case .goaway: allowed = ["code", "lastStreamId", "graceful"]
+        case .rawFrames: allowed = ["base64", "preset"]
         default: allowed = []
         }
-        for key in ["bytes", "after", "variant"] where fields[key] != nil && !allowed.contains(key) {
+        for key in parameters where fields[key] != nil && !allowed.contains(key) {
             report(fields.path(key), "\(typeName) takes no \(ScenarioLoader.quoted(key))"
                 + (allowed.isEmpty ? "" : "; it takes \(ScenarioLoader.quotedList(allowed))"))
         }
@@ -140,7 +149,60 @@ extension ScenarioLoader.Reader {
                     + ScenarioLoader.hint(for: text, among: ChunkBreak.allCases.map(\.rawValue), listName: "expected"))
             }
         }
+        http2Parameters(fields, name: name, into: &spec)
         return errors.count == errorCount ? spec : nil
+    }
+
+    /// `code`, `lastStreamId`, `graceful`, `base64` and `preset`: the HTTP/2 faults' parameters.
+    private mutating func http2Parameters(_ fields: ScenarioLoader.Fields, name: FaultName, into spec: inout FaultSpec) {
+        if let value = fields["code"], name == .rstStream || name == .goaway,
+           let text = string(value, at: fields.path("code")) {
+            if let code = HTTP2ErrorCode(name: text) {
+                spec.code = code
+            } else {
+                report(fields.path("code"), "unknown HTTP/2 error code \(ScenarioLoader.quoted(text))"
+                    + ScenarioLoader.hint(for: text.uppercased(), among: HTTP2ErrorCode.allCases.map(\.name),
+                                          listName: "RFC 9113 §7 names"))
+            }
+        }
+        if let value = fields["lastStreamId"], name == .goaway {
+            switch value {
+            case .string("current"): spec.lastStream = .current
+            case .string("previous"): spec.lastStream = .previous
+            default:
+                if let id = integer(value, at: fields.path("lastStreamId"), in: 0...0x7fff_ffff) {
+                    spec.lastStream = .stream(id)
+                }
+            }
+        }
+        if let value = fields["graceful"], name == .goaway, let flag = bool(value, at: fields.path("graceful")) {
+            spec.graceful = flag
+        }
+        if name == .rawFrames {
+            let encoded: JSONValue? = fields["base64"], preset: JSONValue? = fields["preset"]
+            switch (encoded, preset) {
+            case (let encoded?, nil):
+                guard let text = string(encoded, at: fields.path("base64")) else { break }
+                switch ScenarioLoader.decodeBase64(text) {
+                case .success(let bytes) where !bytes.isEmpty: spec.rawBytes = bytes
+                case .success: report(fields.path("base64"), "must not be empty")
+                case .failure(let problem):
+                    report(fields.path("base64"), "not valid base64 (standard alphabet, with = padding): \(problem.reason)")
+                }
+            case (nil, let preset?):
+                guard let text = string(preset, at: fields.path("preset")) else { break }
+                if let known = HTTP2FramePreset(rawValue: text) {
+                    spec.frames = known.frames
+                } else {
+                    report(fields.path("preset"), "unknown preset \(ScenarioLoader.quoted(text))"
+                        + ScenarioLoader.hint(for: text, among: HTTP2FramePreset.allCases.map(\.rawValue), listName: "expected"))
+                }
+            case (nil, nil):
+                report(fields.path("type"), "raw-frames needs \"base64\" (the bytes) or \"preset\"")
+            case (.some, .some):
+                report(fields.path("preset"), "give \"base64\" or \"preset\", not both")
+            }
+        }
     }
 
     private mutating func body(_ kind: String, _ value: JSONValue, at path: String) -> StepBody? {

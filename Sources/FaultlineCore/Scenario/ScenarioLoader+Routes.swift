@@ -48,7 +48,8 @@ extension ScenarioLoader.Reader {
         let path = "routes[\(index)]"
         let errorCount = errors.count
         guard let fields = fields(
-            value, at: path, known: ["id", "match", "responses", "afterLast", "sequenceBy", "chaos", "idempotency"]
+            value, at: path,
+            known: ["id", "match", "protocols", "responses", "afterLast", "sequenceBy", "chaos", "idempotency"]
         ) else { return nil }
 
         var id: String?
@@ -99,11 +100,77 @@ extension ScenarioLoader.Reader {
         let chaos = fields["chaos"].flatMap { chaosSpec($0, at: fields.path("chaos")) }
         let idempotency = fields["idempotency"].flatMap { idempotencyConfig($0, at: fields.path("idempotency")) }
 
+        var protocols: Set<ExchangeProtocol>?
+        if let value = fields["protocols"] {
+            protocols = routeProtocols(value, at: fields.path("protocols"))
+        }
+        if errors.count == errorCount {
+            checkProtocols(protocols, responses: responses, chaos: chaos, route: fields.path("protocols"), at: path)
+        }
+
         guard errors.count == errorCount, let id, let match else { return nil }
         var route = Route(
             id: id, match: match, responses: responses, afterLast: afterLast, sequenceBy: sequenceBy, chaos: chaos)
         route.idempotency = idempotency
+        route.protocols = protocols
         return route
+    }
+
+    /// `["http/1.1", "h2"]`: the protocols a route serves (`h2c` is `h2` without TLS, the same codec).
+    private mutating func routeProtocols(_ value: JSONValue, at path: String) -> Set<ExchangeProtocol>? {
+        guard let elements = array(value, at: path) else { return nil }
+        if elements.isEmpty { report(path, "needs at least one protocol (\"http/1.1\", \"h2\")") }
+        var protocols: Set<ExchangeProtocol> = []
+        for (index, element) in elements.enumerated() {
+            guard let text = string(element, at: "\(path)[\(index)]") else { continue }
+            if let known = ExchangeProtocol(rawValue: text) ?? (text == "h2c" ? .http2 : nil) {
+                protocols.insert(known)
+            } else {
+                report("\(path)[\(index)]", "unknown protocol \(ScenarioLoader.quoted(text))"
+                    + ScenarioLoader.hint(for: text, among: ["http/1.1", "h2", "h2c"], listName: "expected"))
+            }
+        }
+        return protocols
+    }
+
+    /// A fault exists on the protocols its codec can render (`FaultName.protocols`): a route that names its
+    /// protocols must not ask for a fault one of them cannot carry, and a route that names none must not mix
+    /// faults that exist on different protocols only (it could serve no protocol at all).
+    private mutating func checkProtocols(
+        _ declared: Set<ExchangeProtocol>?, responses: [ResponseStep], chaos: ChaosSpec?, route protocolsPath: String,
+        at path: String
+    ) {
+        var uses: [(fault: FaultName, path: String)] = []
+        for (index, step) in responses.enumerated() {
+            if let fault = step.fault { uses.append((fault.name, "\(path).responses[\(index)].fault")) }
+        }
+        for (index, outcome) in (chaos?.outcomes ?? []).enumerated() {
+            if case .fault(let spec) = outcome { uses.append((spec.name, "\(path).chaos.faults[\(index)]")) }
+        }
+        func names(_ set: Set<ExchangeProtocol>) -> String {
+            ExchangeProtocol.allCases.filter(set.contains).map(\.rawValue).joined(separator: " and ")
+        }
+        if let declared {
+            for use in uses where !declared.isSubset(of: use.fault.protocols) {
+                let missing = declared.subtracting(use.fault.protocols)
+                report(use.path, "fault \(ScenarioLoader.quoted(use.fault.rawValue)) exists only on "
+                    + "\(names(use.fault.protocols)), but the route serves \(names(missing)) too "
+                    + "(\(protocolsPath)); take \(names(missing)) out of its protocols or move the fault to a route of its own")
+            }
+            return
+        }
+        var served = Set(ExchangeProtocol.allCases)
+        for use in uses {
+            let narrowed = served.intersection(use.fault.protocols)
+            if narrowed.isEmpty {
+                let first = uses.first { !$0.fault.protocols.contains(where: use.fault.protocols.contains) }
+                report(use.path, "fault \(ScenarioLoader.quoted(use.fault.rawValue)) exists only on "
+                    + "\(names(use.fault.protocols)), and \(ScenarioLoader.quoted(first?.fault.rawValue ?? "?")) "
+                    + "(\(first?.path ?? "?")) only on \(names(served)): one route cannot serve both; split it in two")
+                return
+            }
+            served = narrowed
+        }
     }
 
     /// `{"maxRequests": n ≥ 1, "idleCloseMs": ms ≥ 1}`, at least one of them.
