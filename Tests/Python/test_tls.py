@@ -149,7 +149,11 @@ def test_every_client_fetches_over_https(https, go_client, host):
         assert tls["handshake"] == "completed" and tls["certificate"] == "valid" and tls["version"] == "TLSv1.3"
         # No SNI for an IP literal (RFC 6066 §3).
         assert tls["serverName"] == (host if host == "localhost" else None)
-        assert tls["alpn"] == "http/1.1" and entry["protocol"] == "http/1.1", entry
+        assert tls["alpn"] == entry["protocol"], entry
+    # The server offers h2 first: curl and Go's default transport take it; requests and httpx (without
+    # http2=True) offer only http/1.1.
+    assert [entry["protocol"] for entry in entries] == ["h2", "http/1.1", "http/1.1", "h2"]
+    assert [entry["tls"]["alpnOffered"] for entry in entries][:3] == [["h2", "http/1.1"], ["http/1.1"], ["http/1.1"]]
     assert server.journal()[0]["tls"] is not None
     plain = requests.get(f"{server.url}/hi", timeout=5)
     assert plain.text == BODY and server.journal(route="hi")[-1]["tls"] is None
@@ -545,13 +549,15 @@ def test_no_close_notify(https, go_client, cut):
     fault = "no-close-notify" if cut is None else {"type": "no-close-notify", "bytes": cut}
     expected = BODY if cut is None else BODY[:cut]
     server = https(fault=fault)
+    # An HTTP/1.1-only fault: over h2 the route answers RST_STREAM HTTP_1_1_REQUIRED, and curl retries on a new
+    # connection that offers only http/1.1 (Go does not: it fails, test_http2.py), so this costs curl nothing.
     code, out, err = curl(server)
     assert (code, out) == (0, expected), err
     response, error = python_requests(server)
     assert error is None and response.text == expected, error
     response, error = python_httpx(server)
     assert error is None and response.text == expected, error
-    result = go(go_client, server)
+    result = go(go_client, server, "-http1")
     assert result["status"] == 200 and result["bodyLength"] == len(expected) and "phase" not in result, result
     context = ssl.create_default_context(cafile=str(server.ca))
     with socket.create_connection(("127.0.0.1", server.tls_port), timeout=5) as raw:
@@ -562,8 +568,12 @@ def test_no_close_notify(https, go_client, cut):
                 while chunk := tls.recv(65536):
                     data += chunk
     assert data.endswith(expected.encode()) and b"Content-Length" not in data, data
-    entries = server.wait_for(5, route="hi")
+    entries = server.wait_for(6, route="hi")
     assert all(e["tls"]["handshake"] == "completed" for e in entries)
+    # curl's first attempt, refused over h2 without playing the route.
+    assert entries[0]["protocol"] == "h2" and entries[0]["response"]["outcome"] == "stream-reset", entries[0]
+    assert "does not serve h2" in " ".join(entries[0]["notes"]) and entries[0]["step"] is None
+    assert [e["protocol"] for e in entries[1:]] == ["http/1.1"] * 5
 
 
 # -- 4. pinning ------------------------------------------------------------------------------------------
@@ -716,7 +726,8 @@ def test_transport_faults_over_tls(https, tmp_path, start_faultline, write_scena
     server.ca = tmp_path / "tls" / "ca.pem"
     observed = {}
     for fault in ("reset", "half-close", "truncate-body"):
-        code, out, err = curl(server, path=f"/{fault}")
+        # HTTP/1.1's own transport faults; test_http2.py has what they do to h2.
+        code, out, err = curl(server, "--http1.1", path=f"/{fault}")
         try:
             requests.get(f"https://localhost:{server.tls_port}/{fault}", verify=str(server.ca), timeout=5)
             python = None

@@ -88,10 +88,11 @@ func main() {
 	serverName := flag.String("servername", "", "TLS server name (SNI and verification)")
 	certFile := flag.String("cert", "", "client certificate (PEM)")
 	keyFile := flag.String("key", "", "client certificate's key (PEM)")
+	http1 := flag.Bool("http1", false, "HTTP/1.1 only: no h2 over TLS (the default transport negotiates h2 by ALPN)")
 	flag.Parse()
 
 	client := &http.Client{Timeout: *timeout}
-	if *caFile != "" || *serverName != "" || *certFile != "" {
+	if *caFile != "" || *serverName != "" || *certFile != "" || *http1 {
 		config := &tls.Config{ServerName: *serverName}
 		if *caFile != "" {
 			pem, err := os.ReadFile(*caFile)
@@ -115,6 +116,11 @@ func main() {
 		}
 		transport := http.DefaultTransport.(*http.Transport).Clone()
 		transport.TLSClientConfig = config
+		if *http1 {
+			// A non-nil, empty TLSNextProto turns HTTP/2 off (net/http's documented switch).
+			transport.ForceAttemptHTTP2 = false
+			transport.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+		}
 		client.Transport = transport
 	}
 	out := json.NewEncoder(os.Stdout)
