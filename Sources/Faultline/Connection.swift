@@ -123,7 +123,8 @@ final class Connection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDelegate 
     private func startHTTP2() {
         protocolDecided = true
         info.exchangeProtocol = .http2
-        http2 = HTTP2Connection(io: self, settings: server.http2Settings, overTLS: tls != nil)
+        http2 = HTTP2Connection(
+            io: self, settings: server.http2Settings.applying(server.engine.http2Plan), overTLS: tls != nil)
     }
 
     // MARK: - HTTP1ConnectionIO

@@ -34,11 +34,28 @@ protocol CancellableTimer: AnyObject {
 /// Per-connection HTTP/2 settings the server announces (RFC 9113 §6.5.2) and the connection faults, from the
 /// scenario's `http2` section.
 struct HTTP2ConnectionSettings {
+    /// The server's defaults with a scenario's `http2` section on top.
+    func applying(_ plan: HTTP2Plan?) -> HTTP2ConnectionSettings {
+        guard let plan else { return self }
+        var settings = self
+        if let value = plan.maxConcurrentStreams { settings.maxConcurrentStreams = value }
+        if let value = plan.initialWindowSize { settings.initialWindowSize = value }
+        if let value = plan.maxFrameSize { settings.maxFrameSize = value }
+        if let value = plan.headerTableSize { settings.headerTableSize = value }
+        settings.windowUpdateAfterMilliseconds = plan.windowUpdateAfterMilliseconds
+        settings.goawayAfterStreams = plan.goawayAfterStreams
+        settings.ackPings = plan.ackPings
+        return settings
+    }
+
     var maxConcurrentStreams: UInt32 = 100
     var initialWindowSize: UInt32 = 65_535
     var maxFrameSize: UInt32 = 16_384
     var headerTableSize: UInt32 = 4096
     var parserLimits = HTTPParserLimits()
+    var windowUpdateAfterMilliseconds: Int?
+    var goawayAfterStreams: Int?
+    var ackPings = true
     /// Stop reading from the client while this much output waits for the kernel.
     var maxPendingOutput = 4 * 1024 * 1024
 }
@@ -88,6 +105,7 @@ final class HTTP2Connection {
         nghttp2_option_set_no_recv_client_magic(options, 0)
         nghttp2_option_set_max_outbound_ack(options, 1000)
         nghttp2_option_set_max_settings(options, 32)
+        if !settings.ackPings { nghttp2_option_set_no_auto_ping_ack(options, 1) }
         var created: OpaquePointer?
         nghttp2_session_server_new2(&created, callbacks, Unmanaged.passUnretained(self).toOpaque(), options)
         session = created
@@ -244,6 +262,8 @@ final class HTTP2Connection {
         for stream in streams.values {
             stream.timer?.cancel()
             stream.timer = nil
+            stream.windowTimer?.cancel()
+            stream.windowTimer = nil
         }
         endAllStreams(.clientClosed)
         io.close(abortive: abortive)
@@ -275,6 +295,19 @@ final class HTTP2Connection {
         let stream = HTTP2Stream(id: id, arrival: io.now(), index: requestCount)
         requestCount += 1
         streams[id] = stream
+        if let delay = settings.windowUpdateAfterMilliseconds {
+            // The stalled upload (`initialWindowSize: 0`) goes on once the window opens.
+            stream.windowTimer = io.schedule(milliseconds: delay) { [weak self, weak stream] in
+                guard let self, let stream, let session, !closed, streams[stream.id] != nil else { return }
+                stream.windowTimer = nil
+                nghttp2_submit_window_update(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream.id, 1 << 24)
+                flush()
+            }
+        }
+        if let limit = settings.goawayAfterStreams, requestCount == limit, goawayLastStream == nil {
+            // The connection has served its quota: this stream is the last one processed.
+            sendGoaway(id, code: UInt32(NGHTTP2_NO_ERROR.rawValue))
+        }
     }
 
     fileprivate func header(_ id: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> Bool {
@@ -314,12 +347,17 @@ final class HTTP2Connection {
 
     /// The request is complete (END_STREAM): dispatch it.
     fileprivate func requestComplete(_ id: Int32) {
-        guard let stream = streams[id], stream.exchange == nil else { return }
-        if let last = goawayLastStream, id > last { return }
+        guard let stream = streams[id], stream.exchange == nil, !stream.journaled else { return }
         let head = HTTPRequestHead(
             method: stream.method, target: stream.path, version: .http2, headers: stream.headers)
         let context = RequestContext(
             arrival: stream.arrival, arrivedNow: false, indexOnConnection: stream.index, stream: Int(stream.id))
+        if let last = goawayLastStream, id > last {
+            // Above our GOAWAY's last stream id: journaled, never processed (RFC 9113 §6.8).
+            stream.journaled = true
+            io.journalUnanswered(HTTPRequest(head: head, body: stream.body), nil, context, .notProcessed)
+            return
+        }
         let exchange: Exchange
         if var error = stream.error {
             error.head = head
@@ -339,6 +377,8 @@ final class HTTP2Connection {
         guard let stream = streams.removeValue(forKey: id) else { return }
         stream.timer?.cancel()
         stream.timer = nil
+        stream.windowTimer?.cancel()
+        stream.windowTimer = nil
         if let exchange = stream.exchange {
             if !exchange.ended {
                 let outcome: ExchangeOutcome = errorCode == NGHTTP2_NO_ERROR.rawValue && stream.sentEnd
@@ -737,6 +777,7 @@ final class HTTP2Stream {
     var deferredRead = false
     var afterPendingSent: (() -> Void)?
     var timer: CancellableTimer?
+    var windowTimer: CancellableTimer?
     /// No more steps are pulled (ended, hanging, reset).
     var stopped = false
     /// A `wait` step's timer runs; the next step comes when it fires.

@@ -46,3 +46,8 @@ extension Engine {
         return TLSCertificateName(rawValue: String(name.dropLast(".localhost".count)))
     }
 }
+
+extension Engine {
+    /// The `http2` section of the first loaded scenario that has one: what a new HTTP/2 connection announces.
+    package var http2Plan: HTTP2Plan? { scenarios.lazy.compactMap(\.http2).first }
+}

@@ -19,6 +19,8 @@ public struct Scenario: Sendable, Equatable {
     public var expect: Expectations?
     /// How handshakes on the TLS port go while this scenario is loaded.
     public var tls: TLSSection?
+    /// What HTTP/2 connections announce while this scenario is loaded (`http2`).
+    public var http2: HTTP2Plan?
 
     public init(
         name: String, description: String? = nil, seed: UInt64 = 0, routes: [Route],

@@ -5,7 +5,8 @@ extension ScenarioLoader.Reader {
     mutating func scenario(from document: JSONValue) -> Scenario? {
         guard let fields = fields(
             document, at: "",
-            known: ["name", "description", "seed", "routes", "connections", "auth", "rateLimits", "expect", "tls"],
+            known: ["name", "description", "seed", "routes", "connections", "auth", "rateLimits", "expect", "tls",
+                    "http2"],
             ignored: ["$schema"]
         ) else { return nil }
 
@@ -31,6 +32,7 @@ extension ScenarioLoader.Reader {
         let limits = fields["rateLimits"].map { rateLimits($0, at: fields.path("rateLimits")) } ?? []
         let expect = fields["expect"].flatMap { expectations($0, at: fields.path("expect")) }
         let tls = fields["tls"].flatMap { tlsSection($0, at: fields.path("tls")) }
+        let http2 = fields["http2"].flatMap { http2Section($0, at: fields.path("http2")) }
 
         guard errors.isEmpty, let name else { return nil }
         var scenario = Scenario(
@@ -40,6 +42,7 @@ extension ScenarioLoader.Reader {
         scenario.rateLimits = limits
         scenario.expect = expect
         scenario.tls = tls
+        scenario.http2 = http2
         return scenario
     }
 
