@@ -174,6 +174,11 @@ final class Connection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDelegate 
         LoopTimer(loop: server.loop, milliseconds: milliseconds, action)
     }
 
+    func reject(_ error: HTTPParseError, _ context: RequestContext, body: [UInt8]) -> Exchange {
+        requestsJournaled &+= 1
+        return server.dispatcher.reject(error, context, on: info, body: body)
+    }
+
     func connectionError(_ reason: String) {
         requestsJournaled &+= 1
         server.dispatcher.journalProtocolError(info, reason, acceptedAt: now())

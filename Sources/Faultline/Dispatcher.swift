@@ -61,11 +61,13 @@ final class Dispatcher {
     }
 
     /// A request that is not valid HTTP: journaled as malformed, answered with its status and a close.
-    func reject(_ error: HTTPParseError, _ context: RequestContext, on connection: ConnectionInfo) -> Exchange {
+    func reject(
+        _ error: HTTPParseError, _ context: RequestContext, on connection: ConnectionInfo, body: [UInt8] = []
+    ) -> Exchange {
         // A TLS record (22 = handshake, then major version 3) where HTTP was expected: say so, not "bad method".
         let isTLS = error.requestLinePrefix.utf8.starts(with: [0x16, 0x03])
         var entry = Self.entry(
-            context, connection, head: error.head,
+            context, connection, head: error.head, body: body,
             rawRequestLine: isTLS ? "(a TLS ClientHello)" : error.requestLinePrefix,
             malformed: isTLS && connection.tls == nil
                 ? "a TLS handshake on the plain-HTTP port: use the TLS port (serve --tls-port)" : error.reason)

@@ -55,6 +55,7 @@ final class ServerCore: @unchecked Sendable {
             parserLimits: configuration.parserLimits, headerTimeoutMilliseconds: configuration.headerTimeoutMilliseconds)
         var http2 = HTTP2ConnectionSettings()
         http2.parserLimits = configuration.parserLimits
+        http2.requestTimeoutMilliseconds = configuration.headerTimeoutMilliseconds
         http2Settings = http2
     }
 

@@ -16,7 +16,8 @@ protocol HTTP2ConnectionIO: AnyObject {
     func now() -> Arrival
     /// A complete request (`context.stream` names its stream).
     func dispatch(_ request: HTTPRequest, _ context: RequestContext) -> Exchange
-    func reject(_ error: HTTPParseError, _ context: RequestContext) -> Exchange
+    /// A request that cannot be served as it is (too large, not complete in time): journaled with what arrived.
+    func reject(_ error: HTTPParseError, _ context: RequestContext, body: [UInt8]) -> Exchange
     /// A stream whose request reached the server and will never be answered (reset by the client, refused).
     func journalUnanswered(
         _ request: HTTPRequest?, _ error: HTTPParseError?, _ context: RequestContext, _ outcome: ExchangeOutcome)
@@ -55,9 +56,15 @@ struct HTTP2ConnectionSettings {
     var parserLimits = HTTPParserLimits()
     var windowUpdateAfterMilliseconds: Int?
     var goawayAfterStreams: Int?
+    /// A stream whose request is not complete this long after its HEADERS is answered 408 (the server's
+    /// header timeout, as for HTTP/1.1).
+    var requestTimeoutMilliseconds = 10_000
     var ackPings = true
-    /// Stop reading from the client while this much output waits for the kernel.
-    var maxPendingOutput = 4 * 1024 * 1024
+    /// Ask nghttp2 for no more frames while this much output waits for the kernel, and stop reading. nghttp2
+    /// produces DATA only when asked, so this bounds a connection's queue without slowing a download (the
+    /// socket's own buffer is larger); control frames a client provokes without reading (SETTINGS and PING
+    /// acknowledgements) pile up inside nghttp2 instead, where its flood limit ends the connection.
+    var maxPendingOutput = 256 * 1024
 }
 
 /// An HTTP/2 connection (RFC 9113) on nghttp2, server side (ARCHITECTURE §4a). nghttp2 keeps the framing, HPACK,
@@ -89,6 +96,10 @@ final class HTTP2Connection {
     /// The highest stream id the client opened.
     @exclusivity(unchecked) private(set) var highestStream: Int32 = 0
     @exclusivity(unchecked) private var connectionErrorReported = false
+    /// GOAWAYs a script or the server submitted and nghttp2 has not sent yet (any other is nghttp2's own).
+    @exclusivity(unchecked) private var ourGoaways = 0
+    /// nghttp2's last message about what the client got wrong (its error callback).
+    @exclusivity(unchecked) fileprivate var lastLibraryError: String?
 
     init(io: HTTP2ConnectionIO, settings: HTTP2ConnectionSettings, overTLS: Bool) {
         self.io = io
@@ -109,6 +120,8 @@ final class HTTP2Connection {
         var created: OpaquePointer?
         nghttp2_session_server_new2(&created, callbacks, Unmanaged.passUnretained(self).toOpaque(), options)
         session = created
+        // No SETTINGS_MAX_HEADER_LIST_SIZE: nghttp2 would refuse a larger header section with REFUSED_STREAM,
+        // which tells the client to retry it; the parser limit answers 431 instead, as over HTTP/1.1.
         var entries = [
             nghttp2_settings_entry(
                 settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue),
@@ -119,9 +132,6 @@ final class HTTP2Connection {
                 settings_id: Int32(NGHTTP2_SETTINGS_MAX_FRAME_SIZE.rawValue), value: settings.maxFrameSize),
             nghttp2_settings_entry(
                 settings_id: Int32(NGHTTP2_SETTINGS_HEADER_TABLE_SIZE.rawValue), value: settings.headerTableSize),
-            nghttp2_settings_entry(
-                settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue),
-                value: UInt32(clamping: settings.parserLimits.maxHeaderSectionBytes)),
         ]
         nghttp2_submit_settings(created, UInt8(NGHTTP2_FLAG_NONE.rawValue), &entries, entries.count)
     }
@@ -143,9 +153,18 @@ final class HTTP2Connection {
         let result = nghttp2_session_mem_recv(session, bytes.bindMemory(to: UInt8.self).baseAddress, bytes.count)
         inLibrary = false
         if result < 0 {
-            // nghttp2 has queued the GOAWAY its error names (RFC 9113 §5.4.1) where there is one to send.
-            reportConnectionError(Self.describe(Int32(truncatingIfNeeded: result)))
-            flush()
+            // A fatal error leaves nghttp2 unusable: the GOAWAY that names it is written by hand (RFC 9113 §5.4.1).
+            let error = Int32(truncatingIfNeeded: result)
+            let code: HTTP2ErrorCode = switch error {
+            case NGHTTP2_ERR_FLOODED.rawValue: .enhanceYourCalm
+            case NGHTTP2_ERR_BAD_CLIENT_MAGIC.rawValue: .protocolError
+            default: .internalError
+            }
+            reportConnectionError("\(code.name): \(Self.describe(error))")
+            let goaway = HTTP2RawFrame(
+                type: 0x7, flags: 0, onStream: false,
+                payload: Self.bigEndian(UInt32(bitPattern: highestStream)) + Self.bigEndian(code.rawValue))
+            goaway.bytes(stream: 0).withUnsafeBytes { _ = io.write($0) }
             finishClosing(abortive: false)
             return
         }
@@ -179,6 +198,7 @@ final class HTTP2Connection {
         guard !closed else { return }
         endAllStreams(outcome)
         if let session {
+            ourGoaways += 1
             nghttp2_submit_goaway(session, 0, highestStream, UInt32(NGHTTP2_NO_ERROR.rawValue), nil, 0)
         }
         flush()
@@ -264,6 +284,8 @@ final class HTTP2Connection {
             stream.timer = nil
             stream.windowTimer?.cancel()
             stream.windowTimer = nil
+            stream.requestTimer?.cancel()
+            stream.requestTimer = nil
         }
         endAllStreams(.clientClosed)
         io.close(abortive: abortive)
@@ -303,6 +325,11 @@ final class HTTP2Connection {
                 nghttp2_submit_window_update(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream.id, 1 << 24)
                 flush()
             }
+        }
+        stream.requestTimer = io.schedule(milliseconds: settings.requestTimeoutMilliseconds) { [weak self, weak stream] in
+            guard let self, let stream, !closed, streams[stream.id] != nil else { return }
+            stream.requestTimer = nil
+            requestTimedOut(stream)
         }
         if let limit = settings.goawayAfterStreams, requestCount == limit, goawayLastStream == nil {
             // The connection has served its quota: this stream is the last one processed.
@@ -345,9 +372,22 @@ final class HTTP2Connection {
         stream.body.append(contentsOf: bytes)
     }
 
+    /// The request did not complete in time: 408 (RFC 9110 §15.5.9) with what arrived, then RST_STREAM NO_ERROR
+    /// once the answer is out, so the client stops sending (RFC 9113 §8.1).
+    private func requestTimedOut(_ stream: HTTP2Stream) {
+        guard stream.exchange == nil, !stream.journaled else { return }
+        stream.error = HTTPParseError(
+            status: 408, reason: "the request was not complete within \(settings.requestTimeoutMilliseconds) ms")
+        stream.resetWhenAnswered = true
+        requestComplete(stream.id)
+        flush()
+    }
+
     /// The request is complete (END_STREAM): dispatch it.
     fileprivate func requestComplete(_ id: Int32) {
         guard let stream = streams[id], stream.exchange == nil, !stream.journaled else { return }
+        stream.requestTimer?.cancel()
+        stream.requestTimer = nil
         let head = HTTPRequestHead(
             method: stream.method, target: stream.path, version: .http2, headers: stream.headers)
         let context = RequestContext(
@@ -362,14 +402,24 @@ final class HTTP2Connection {
         if var error = stream.error {
             error.head = head
             error.requestLinePrefix = "\(stream.method) \(stream.path) HTTP/2"
-            exchange = io.reject(error, context)
+            exchange = io.reject(error, context, body: stream.body)
         } else {
             exchange = io.dispatch(HTTPRequest(head: head, body: stream.body), context)
         }
         stream.exchange = exchange
         stream.body = []
         stream.journaled = true
-        run(stream)
+        if inLibrary {
+            // From nghttp2's callback: the script runs once nghttp2 has returned, so that what a step writes or
+            // closes comes after the frames already queued.
+            deferred.append { [weak self, weak stream] in
+                guard let self, let stream else { return }
+                run(stream)
+            }
+            flushWanted = true
+        } else {
+            run(stream)
+        }
     }
 
     /// nghttp2 closed the stream: its response is complete, or it was reset by either side.
@@ -379,6 +429,8 @@ final class HTTP2Connection {
         stream.timer = nil
         stream.windowTimer?.cancel()
         stream.windowTimer = nil
+        stream.requestTimer?.cancel()
+        stream.requestTimer = nil
         if let exchange = stream.exchange {
             if !exchange.ended {
                 let outcome: ExchangeOutcome = errorCode == NGHTTP2_NO_ERROR.rawValue && stream.sentEnd
@@ -520,6 +572,7 @@ final class HTTP2Connection {
     private func sendGoaway(_ lastStream: Int32, code: UInt32) {
         guard let session, !closed else { return }
         goawayLastStream = lastStream
+        ourGoaways += 1
         nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), lastStream, code, nil, 0)
         // Streams above the last stream id were not processed (RFC 9113 §6.8): the client may retry them.
         for stream in streams.values where stream.id > lastStream {
@@ -671,11 +724,28 @@ final class HTTP2Connection {
     /// A frame went out: the frame that ended a stream completes its exchange.
     fileprivate func frameSent(_ frame: UnsafePointer<nghttp2_frame>) {
         let header = frame.pointee.hd
+        if header.type == UInt8(NGHTTP2_GOAWAY.rawValue) {
+            let code = frame.pointee.goaway.error_code
+            if ourGoaways > 0 {
+                ourGoaways -= 1
+            } else if code != NGHTTP2_NO_ERROR.rawValue {
+                // nghttp2 found the client breaking the protocol and answered with this GOAWAY.
+                let name = HTTP2ErrorCode(rawValue: code)?.name ?? "error \(code)"
+                reportConnectionError(lastLibraryError.map { "\(name): \($0)" } ?? name)
+            }
+            return
+        }
         guard header.type == UInt8(NGHTTP2_HEADERS.rawValue) || header.type == UInt8(NGHTTP2_DATA.rawValue),
               let stream = streams[header.stream_id] else { return }
         // The exchange's bytes are its frames', headers included (HPACK-compressed as sent).
         stream.exchange?.bytesWritten += 9 + header.length
-        if header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0 { end(stream, .completed) }
+        if header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0 {
+            end(stream, .completed)
+            if stream.resetWhenAnswered, let session {
+                nghttp2_submit_rst_stream(
+                    session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream.id, UInt32(NGHTTP2_NO_ERROR.rawValue))
+            }
+        }
     }
 
     /// The response head as HTTP/2 fields: `:status`, lower-case names, and none of the connection-specific
@@ -694,6 +764,11 @@ final class HTTP2Connection {
         }
         if let length = head.contentLength { fields.append("content-length", String(length)) }
         return fields
+    }
+
+    static func bigEndian(_ value: UInt32) -> [UInt8] {
+        [UInt8(truncatingIfNeeded: value >> 24), UInt8(truncatingIfNeeded: value >> 16),
+         UInt8(truncatingIfNeeded: value >> 8), UInt8(truncatingIfNeeded: value)]
     }
 
     static func describe(_ code: Int32) -> String {
@@ -740,6 +815,13 @@ final class HTTP2Connection {
             HTTP2Connection.connection(user).frameSent(frame)
             return 0
         }
+        nghttp2_session_callbacks_set_error_callback2(callbacks) { _, _, message, length, user in
+            if let message {
+                HTTP2Connection.connection(user).lastLibraryError = String(
+                    decoding: UnsafeRawBufferPointer(start: message, count: length), as: UTF8.self)
+            }
+            return 0
+        }
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, user in
             HTTP2Connection.connection(user).streamClosed(streamID, errorCode: errorCode)
             return 0
@@ -778,6 +860,10 @@ final class HTTP2Stream {
     var afterPendingSent: (() -> Void)?
     var timer: CancellableTimer?
     var windowTimer: CancellableTimer?
+    /// Runs until the request is complete (`requestTimeoutMilliseconds`).
+    var requestTimer: CancellableTimer?
+    /// The answer is a 408 to a request still arriving: RST_STREAM NO_ERROR once it is out.
+    var resetWhenAnswered = false
     /// No more steps are pulled (ended, hanging, reset).
     var stopped = false
     /// A `wait` step's timer runs; the next step comes when it fires.
