@@ -305,6 +305,16 @@ package enum FaultlineCommandLine {
             OptionSpec(["--tls-key-file"], value: "F", "the private key (PEM) of --tls-cert-file") {
                 parse, text in parse.tls.keyFile = text
             },
+            OptionSpec(["--tls-alpn"], value: "LIST", """
+                the protocols ALPN offers, in order (default h2,http/1.1); http/1.1 keeps every client on \
+                HTTP/1.1, h2 alone refuses clients without HTTP/2
+                """) { (parse: inout ServeParse, text: String) throws(CommandLineError) in
+                let names = text.split(separator: ",").map { String($0.trimmingWhitespace()) }
+                guard !names.isEmpty, names.allSatisfy(["h2", "http/1.1"].contains), Set(names).count == names.count else {
+                    throw CommandLineError(message: "serve: --tls-alpn takes h2 and http/1.1, comma-separated; got \"\(text)\"")
+                }
+                parse.tls.alpn = names
+            },
         ],
         positional: { parse, path in parse.options.paths.append(path) })
 
@@ -396,7 +406,7 @@ package enum FaultlineCommandLine {
         func padded(_ text: String, _ width: Int) -> String {
             text.count < width ? text + String(repeating: " ", count: width - text.count) : text + "  "
         }
-        var text = ["faultline \(Faultline.version) — a fault-injecting stub HTTP/1.1 server", "", "USAGE"]
+        var text = ["faultline \(Faultline.version) — a fault-injecting stub HTTP/1.1 and HTTP/2 server", "", "USAGE"]
         for command in [serve.synopsis, validate.synopsis, verify.synopsis, export.synopsis, ca.synopsis] {
             let words = command.split(separator: " ", maxSplits: 2).map(String.init)
             text += wrap("  \(words[0]) \(words[1]) ", words.count > 2 ? words[2] : "", indent: 18)

@@ -29,7 +29,7 @@ TOKEN_REFRESH = SCENARIOS_DIR / "token-refresh.json"
 CATALOGUE = SCENARIOS_DIR / "flaky-catalogue.json"
 
 TIMEOUT_S = 10
-RULES = {"honorsRetryAfter", "singleFlightRefresh", "maxRefreshes", "noDuplicateSideEffects", "retriesOnlyReplayable",
+RULES = {"honorsRetryAfter", "singleFlightRefresh", "maxRefreshes", "noDuplicateSideEffects", "retriesOnlyReplayable", "retriesOnlyUnprocessed",
          "maxAttempts", "backoff", "noRetryOn4xx"}
 
 

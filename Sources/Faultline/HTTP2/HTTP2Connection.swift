@@ -458,6 +458,8 @@ final class HTTP2Connection {
 
     private func end(_ stream: HTTP2Stream, _ outcome: ExchangeOutcome) {
         guard let exchange = stream.exchange, exchange.end() else { return }
+        // A hang the client gave up on was released, as over HTTP/1.1.
+        let outcome = stream.hanging && outcome == .clientClosed ? .hangReleased : outcome
         stream.timer?.cancel()
         stream.timer = nil
         io.finished(exchange, outcome, at: nil)
@@ -510,6 +512,7 @@ final class HTTP2Connection {
         case .hang:
             submitOrResume(stream)
             stream.stopped = true
+            stream.hanging = true
         case .abortExchange:
             // A body cut short: what was rendered goes out, then RST_STREAM (INTERNAL_ERROR) — END_STREAM never.
             submitOrResume(stream)
@@ -866,6 +869,8 @@ final class HTTP2Stream {
     var resetWhenAnswered = false
     /// No more steps are pulled (ended, hanging, reset).
     var stopped = false
+    /// A `hang`: released, not cut short, when the client gives up.
+    var hanging = false
     /// A `wait` step's timer runs; the next step comes when it fires.
     var waiting = false
     /// The outcome of a reset the server sent on purpose.

@@ -187,6 +187,7 @@ extension ScenarioLoader.Reader {
         let errorCount = errors.count
         let flags = [
             "honorsRetryAfter", "singleFlightRefresh", "noDuplicateSideEffects", "retriesOnlyReplayable", "noRetryOn4xx",
+            "retriesOnlyUnprocessed",
         ]
         guard let fields = fields(value, at: path, known: flags + ["maxRefreshes", "maxAttempts", "backoff", "logicalRequest"])
         else { return nil }
@@ -196,6 +197,7 @@ extension ScenarioLoader.Reader {
         expect.singleFlightRefresh = flag("singleFlightRefresh")
         expect.noDuplicateSideEffects = flag("noDuplicateSideEffects")
         expect.retriesOnlyReplayable = flag("retriesOnlyReplayable")
+        expect.retriesOnlyUnprocessed = flag("retriesOnlyUnprocessed")
         expect.noRetryOn4xx = flag("noRetryOn4xx")
         expect.maxRefreshes = fields["maxRefreshes"].flatMap { integer($0, at: fields.path("maxRefreshes"), in: 0...Int.max) }
         expect.maxAttempts = fields["maxAttempts"].flatMap { integer($0, at: fields.path("maxAttempts"), in: 1...Int.max) }

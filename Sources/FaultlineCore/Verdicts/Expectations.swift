@@ -11,6 +11,10 @@ public struct Expectations: Sendable, Equatable {
     public var noDuplicateSideEffects = false
     /// A non-idempotent request (POST, PATCH) without an idempotency key is never sent twice.
     public var retriesOnlyReplayable = false
+    /// A non-idempotent request (POST, PATCH) without an idempotency key is sent again only when the server had
+    /// said it was not processed: HTTP/2's REFUSED_STREAM, or a GOAWAY whose last stream id was below it
+    /// (RFC 9113 §8.7). Over HTTP/1.1 no answer says so, so any such retry fails.
+    public var retriesOnlyUnprocessed = false
     /// At most this many attempts of one logical request.
     public var maxAttempts: Int?
     /// The waits before the n-th retry grow with n, judged across logical requests (`Verdicts.BackoffRule`);

@@ -69,6 +69,7 @@ package enum Verdicts {
         if expect.noDuplicateSideEffects { verdicts.append(noDuplicateSideEffects(input)) }
         let attempts = logicalRequests(input.entries, expect.logicalKey)
         if expect.retriesOnlyReplayable { verdicts.append(retriesOnlyReplayable(input)) }
+        if expect.retriesOnlyUnprocessed { verdicts.append(retriesOnlyUnprocessed(input)) }
         if let limit = expect.maxAttempts { verdicts.append(maxAttempts(limit, attempts)) }
         if expect.backoff { verdicts.append(backoff(attempts, jitter: expect.jitter)) }
         if expect.noRetryOn4xx { verdicts.append(noRetryOn4xx(attempts)) }
@@ -182,6 +183,60 @@ package enum Verdicts {
         }
         return Verdict(rule: "retriesOnlyReplayable", passed: true,
                        explanation: "no keyless POST or PATCH was sent twice", evidence: [])
+    }
+
+    /// RFC 9113 §8.7 as a rule: a keyless POST or PATCH may be sent again only after the server said the earlier
+    /// attempt was not processed. Each retry is judged against the attempt right before it; the evidence is the
+    /// pair, and the explanation names their streams and the frame that made the retry safe or not.
+    private static func retriesOnlyUnprocessed(_ input: VerdictInput) -> Verdict {
+        var last: [String: JournalEntry] = [:]
+        var safe: [(JournalEntry, JournalEntry)] = []
+        for entry in input.entries where entry.route != nil && entry.answeredBy != .auth {
+            guard let head = entry.head, ["POST", "PATCH"].contains(head.method),
+                  head.headers["idempotency-key"] == nil else { continue }
+            let identity = "\(head.method) \(head.target) \(IdempotencyStore.fingerprint(method: head.method, target: head.target, body: entry.body))"
+            defer { last[identity] = entry }
+            guard let earlier = last[identity] else { continue }
+            if earlier.outcome == .notProcessed {
+                safe.append((earlier, entry))
+                continue
+            }
+            return Verdict(
+                rule: "retriesOnlyUnprocessed", passed: false,
+                explanation: "request #\(entry.sequence) (\(where_(entry))) repeated \(head.method) \(head.target) of "
+                    + "#\(earlier.sequence) (\(where_(earlier))) without an Idempotency-Key, but nothing said #\(earlier.sequence) "
+                    + "was not processed: \(how(earlier))",
+                evidence: [earlier.sequence, entry.sequence])
+        }
+        guard !safe.isEmpty else {
+            return Verdict(rule: "retriesOnlyUnprocessed", passed: true,
+                           explanation: "no keyless POST or PATCH was sent twice", evidence: [])
+        }
+        let pairs = safe.map { "#\($0.0.sequence) (\(where_($0.0)), \(how($0.0))) → #\($0.1.sequence)" }
+        return Verdict(
+            rule: "retriesOnlyUnprocessed", passed: true,
+            explanation: "\(safe.count) keyless retr\(safe.count == 1 ? "y" : "ies"), each of a request the server "
+                + "had not processed: " + pairs.joined(separator: "; "),
+            evidence: safe.flatMap { [$0.0.sequence, $0.1.sequence] })
+    }
+
+    /// "h2 stream 3 on connection 2", "HTTP/1.1 on connection 4".
+    private static func where_(_ entry: JournalEntry) -> String {
+        if let stream = entry.stream { return "\(entry.protocolName) stream \(stream) on connection \(entry.connectionID)" }
+        return "\(entry.protocolName) on connection \(entry.connectionID)"
+    }
+
+    /// The frame or event that ended an attempt, as a reason a retry was or was not safe.
+    private static func how(_ entry: JournalEntry) -> String {
+        switch (entry.outcome, entry.fault) {
+        case (.notProcessed, "rst-stream"?): return "RST_STREAM REFUSED_STREAM"
+        case (.notProcessed, _): return "above the last stream id of the server's GOAWAY"
+        case (.streamReset, _): return "the server reset its stream after taking it (RST_STREAM, not REFUSED_STREAM)"
+        case (.resetSent, _): return "the connection was reset after the request arrived"
+        case (.completed, _): return "it was answered \(entry.status.map(String.init) ?? "")"
+        case (.clientClosed, _), (.hangReleased, _): return "the client gave up waiting; the server may have processed it"
+        case (let outcome, _): return "it ended \(outcome.rawValue)"
+        }
     }
 
     private static func maxAttempts(_ limit: Int, _ groups: [[JournalEntry]]) -> Verdict {
