@@ -67,10 +67,12 @@ FAULT_ROUTES = [
 def h2server(start_faultline, write_scenario, tmp_path):
     """h2server(routes=FAULT_ROUTES, http2=None, args=()) -> a server with plain and TLS ports; .ca is its CA."""
 
-    def start(routes=None, http2=None, args=(), name="h2"):
+    def start(routes=None, http2=None, args=(), name="h2", expect=None):
         document = {"name": name, "routes": routes if routes is not None else FAULT_ROUTES}
         if http2 is not None:
             document["http2"] = http2
+        if expect is not None:
+            document["expect"] = expect
         path = write_scenario(document, name=f"{name}.json")
         folder = tmp_path / "tls"
         server = start_faultline(path, args=["--tls-port", "0", "--tls-dir", folder, *args])
@@ -312,6 +314,58 @@ def test_other_streams_go_on_when_one_is_reset(h2server):
     entries = server.wait_for(3)
     assert len({e["connection"]["id"] for e in entries}) == 1
     assert sorted(e["response"]["outcome"] for e in entries) == ["completed", "completed", "stream-reset"]
+
+
+# -- 2b. RFC 9113 §8.7 as a verdict ------------------------------------------------------------------------
+
+
+def orders_scenario(first_fault):
+    return [route("orders", {"status": 201, "json": {"id": "o-1"}, "fault": first_fault},
+                  {"status": 201, "json": {"id": "o-1"}}, method="POST")]
+
+
+def verdict(server):
+    answer = server.admin_json("GET", "report")
+    (judged,) = [v for v in answer["verdicts"] if v["rule"] == "retriesOnlyUnprocessed"]
+    return judged
+
+
+def naive_post_with_retry(server):
+    """A client that retries a keyless POST after any failure: what retriesOnlyUnprocessed is for."""
+    for _ in range(2):
+        response, error = httpx_get(server, "/orders", method="POST", content=b'{"sku":"a"}')
+        if response is not None:
+            return response
+    return None
+
+
+@pytest.mark.parametrize("fault, outcome, why", [
+    ({"type": "rst-stream", "code": "REFUSED_STREAM"}, "not-processed", "RST_STREAM REFUSED_STREAM"),
+    ({"type": "goaway", "lastStreamId": "previous"}, "not-processed", "above the last stream id of the server's GOAWAY"),
+])
+def test_go_retries_an_unprocessed_post_and_the_verdict_says_it_was_safe(h2server, go_client, fault, outcome, why):
+    server = h2server(routes=orders_scenario(fault), name="orders", expect={"retriesOnlyUnprocessed": True})
+    result = go(go_client, server, "/orders", "-method", "POST", "-body", '{"sku":"a"}')
+    assert result["status"] == 201, result
+    first, retry = server.wait_for(2, route="orders")
+    assert first["response"]["outcome"] == outcome and retry["response"]["outcome"] == "completed"
+    judged = verdict(server)
+    assert judged["passed"] and judged["evidence"] == [first["sequence"], retry["sequence"]], judged
+    assert why in judged["explanation"] and f"h2 stream {first['stream']}" in judged["explanation"], judged
+
+
+@pytest.mark.parametrize("fault, why", [
+    ({"type": "rst-stream", "code": "CANCEL"}, "RST_STREAM, not REFUSED_STREAM"),
+    ({"type": "goaway", "lastStreamId": "current"}, "it was answered 201"),
+    ("reset", "the connection was reset after the request arrived"),
+])
+def test_a_client_that_retries_a_processed_post_fails_with_evidence(h2server, fault, why):
+    server = h2server(routes=orders_scenario(fault), name="orders", expect={"retriesOnlyUnprocessed": True})
+    naive_post_with_retry(server)
+    first, retry = server.wait_for(2, route="orders")[:2]
+    judged = verdict(server)
+    assert not judged["passed"] and judged["evidence"] == [first["sequence"], retry["sequence"]], judged
+    assert why in judged["explanation"], judged
 
 
 # -- 3. connection settings and faults (the http2 section) -----------------------------------------------
