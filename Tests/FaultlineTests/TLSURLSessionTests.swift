@@ -163,3 +163,64 @@ struct TLSURLSessionSystemTrustTests {
         #expect(outcome.status == 200 && outcome.body == "hello")
     }
 }
+
+/// URLSession over HTTP/2: FoundationNetworking's libcurl offers `h2` by ALPN, so with the CA trusted it speaks
+/// HTTP/2 to the TLS port. Each bundled GET route without a fault, over h2 and over HTTP/1.1 (a second server
+/// whose ALPN offers only `http/1.1`), gets the same status and body. Skipped without the trusted CA.
+@Suite(.enabled(if: TLSURLSessionTests.systemTrustedDirectory != nil,
+                "set FAULTLINE_SYSTEM_TRUSTED_TLS_DIR to a --tls-dir whose CA the system trusts"))
+struct HTTP2URLSessionTests {
+    static func server(alpn: [String]) throws -> FaultlineServer {
+        var configuration = try FaultlineServer.Configuration(
+            scenarios: ScenarioLoader.load(paths: [TestSupport.scenariosFolder]))
+        configuration.tls = TLSOptions(
+            port: 0, directory: TLSURLSessionTests.systemTrustedDirectory, certificate: .valid, alpn: alpn)
+        return try FaultlineServer(configuration: configuration)
+    }
+
+    /// The bundled GET routes a plain request reaches, with no fault in their script: their paths.
+    static func paths() throws -> [String] {
+        try ScenarioLoader.load(paths: [TestSupport.scenariosFolder]).flatMap { scenario in
+            scenario.routes.compactMap { route -> String? in
+                guard route.chaos == nil, route.responses.allSatisfy({ $0.fault == nil }), scenario.auth == nil,
+                      route.idempotency == nil else { return nil }
+                let curl = BundledScenarioTests.sampleRequest(for: route, base: "")
+                // A plain GET: `-o /dev/null -X GET URL`, no header or body arguments.
+                guard curl.count == 5, curl[3] == "GET" else { return nil }
+                return curl[4]
+            }
+        }
+    }
+
+    static func fetch(_ server: FaultlineServer, _ paths: [String]) async throws -> [String] {
+        let session = URLSession(configuration: .ephemeral)
+        defer { session.invalidateAndCancel() }
+        let port = try #require(server.tlsPort)
+        var answers: [String] = []
+        for path in paths {
+            var request = URLRequest(url: URL(string: "https://localhost:\(port)\(path)")!)
+            request.timeoutInterval = 5
+            let (data, response) = try await session.data(for: request)
+            let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+            answers.append("\(path) \(status) \(String(decoding: data, as: UTF8.self))")
+        }
+        return answers
+    }
+
+    @Test func urlSessionGetsTheSameAnswersOverH2AsOverHTTP1() async throws {
+        let paths = try Self.paths()
+        #expect(paths.count >= 5, "\(paths)")
+        let h2 = try Self.server(alpn: ["h2", "http/1.1"])
+        defer { Task { await h2.stop() } }
+        let http1 = try Self.server(alpn: ["http/1.1"])
+        defer { Task { await http1.stop() } }
+        let overH2 = try await Self.fetch(h2, paths)
+        let overHTTP1 = try await Self.fetch(http1, paths)
+        #expect(overH2 == overHTTP1)
+        let h2Entries = await h2.requests(JournalFilter())
+        let http1Entries = await http1.requests(JournalFilter())
+        #expect(Set(h2Entries.map(\.protocolName)) == ["h2"], "libcurl under URLSession negotiates h2")
+        #expect(h2Entries.allSatisfy { $0.stream != nil && $0.tls?.alpn == "h2" })
+        #expect(Set(http1Entries.map(\.protocolName)) == ["http/1.1"])
+    }
+}
