@@ -466,6 +466,37 @@ def test_pings_are_acknowledged_unless_the_scenario_says_never(h2server):
             assert acked == ack, events
 
 
+def test_the_listener_or_a_scenario_can_force_either_protocol(h2server, write_scenario, start_faultline, tmp_path):
+    server = h2server(routes=[route("ok", ok("hello"))], args=["--tls-alpn", "http/1.1"])
+    code, out, err = curl(server, "/ok", "-w", " %{http_version}")
+    assert (code, out) == (0, "hello 1.1"), err
+    only_h2 = h2server(routes=[route("ok", ok("hello"))], args=["--tls-alpn", "h2"], name="only")
+    assert curl(only_h2, "/ok", "-w", " %{http_version}")[:2] == (0, "hello 2")
+    # A client that offers only http/1.1 is refused: no_application_protocol (RFC 7301 §3.2).
+    with pytest.raises(requests.exceptions.SSLError, match="alert no application protocol"):
+        requests.get(f"https://localhost:{only_h2.tls_port}/ok", verify=str(only_h2.ca), timeout=5)
+    # A scenario's tls section decides for the handshakes it claims.
+    document = {"name": "pinned", "tls": {"alpn": ["http/1.1"]}, "routes": [route("ok", ok("hello"))]}
+    folder = tmp_path / "tls2"
+    pinned = start_faultline(write_scenario(document, name="pinned.json"), args=["--tls-port", "0", "--tls-dir", folder])
+    pinned.ca = folder / "ca.pem"
+    code, out, err = curl(pinned, "/ok", "-w", " %{http_version}")
+    assert (code, out) == (0, "hello 1.1"), err
+    (entry,) = pinned.wait_for(1, route="ok")
+    assert entry["tls"]["alpnOffered"] == ["h2", "http/1.1"] and entry["tls"]["alpn"] == "http/1.1"
+    bad = run_validate(tmp_path, {"name": "bad", "tls": {"alpn": ["h3"]}, "routes": [route("ok", ok())]})
+    assert 'tls.alpn[0]: unknown protocol "h3"' in bad
+
+
+def run_validate(tmp_path, document):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(document))
+    from conftest import faultline_binary
+    done = subprocess.run([faultline_binary(), "validate", str(path)], capture_output=True, text=True, timeout=30)
+    assert done.returncode != 0
+    return done.stderr + done.stdout
+
+
 # -- 4. bad input ------------------------------------------------------------------------------------------
 
 ERROR_CODES = {0: "NO_ERROR", 1: "PROTOCOL_ERROR", 2: "INTERNAL_ERROR", 3: "FLOW_CONTROL_ERROR", 6: "FRAME_SIZE_ERROR",

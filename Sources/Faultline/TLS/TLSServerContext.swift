@@ -67,17 +67,32 @@ final class TLSServerContext {
             }
             return session.context.clientHello(ssl, party, alert)
         }, nil)
-        SSL_CTX_set_alpn_select_cb(context, { _, out, outLength, offered, offeredLength, argument in
-            // The server's first protocol that the client offers. A client that offers none of them gets no
-            // ALPN (RFC 7301 §3.2 allows going on without it) and HTTP/1.1 — unless the listener serves only h2,
-            // which refuses it with no_application_protocol.
+        SSL_CTX_set_alpn_select_cb(context, { ssl, out, outLength, offered, offeredLength, argument in
+            // The server's first protocol that the client offers: the scenario's list when its `tls` section
+            // names one, else the listener's. A client that offers none of them gets no ALPN (RFC 7301 §3.2
+            // allows going on without it) and HTTP/1.1 — unless h2 is all there is, which refuses it with
+            // no_application_protocol.
             let server = Unmanaged<TLSServerContext>.fromOpaque(argument!).takeUnretainedValue()
             var selected: UnsafeMutablePointer<UInt8>?
-            let result = SSL_select_next_proto(
-                &selected, outLength, server.serverProtocols, UInt32(server.serverProtocolsLength),
-                offered, offeredLength)
+            var onlyHTTP2 = server.onlyHTTP2
+            var result: Int32
+            if let ssl, let alpn = TLSServerContext.session(of: ssl)?.party?.alpn {
+                onlyHTTP2 = alpn == ["h2"]
+                // The answer must point into memory that outlives this callback: the client's own list.
+                result = OPENSSL_NPN_NO_OVERLAP
+                if let chosen = alpn.first(where: { TLSServerContext.find($0, in: offered, offeredLength) != nil }),
+                   let inOffer = TLSServerContext.find(chosen, in: offered, offeredLength) {
+                    selected = UnsafeMutablePointer(mutating: inOffer + 1)
+                    outLength?.pointee = UInt8(chosen.utf8.count)
+                    result = OPENSSL_NPN_NEGOTIATED
+                }
+            } else {
+                result = SSL_select_next_proto(
+                    &selected, outLength, server.serverProtocols, UInt32(server.serverProtocolsLength),
+                    offered, offeredLength)
+            }
             guard result == OPENSSL_NPN_NEGOTIATED, let selected else {
-                return server.onlyHTTP2 ? SSL_TLSEXT_ERR_ALERT_FATAL : SSL_TLSEXT_ERR_NOACK
+                return onlyHTTP2 ? SSL_TLSEXT_ERR_ALERT_FATAL : SSL_TLSEXT_ERR_NOACK
             }
             out?.pointee = UnsafePointer(selected)
             return SSL_TLSEXT_ERR_OK
@@ -93,6 +108,20 @@ final class TLSServerContext {
     deinit {
         serverProtocols.deallocate()
         SSL_CTX_free(context)
+    }
+
+    /// Where `name`'s length byte is in an ALPN list (a length byte, then the name, for each); nil when absent.
+    static func find(_ name: String, in list: UnsafePointer<UInt8>?, _ count: UInt32) -> UnsafePointer<UInt8>? {
+        guard let list else { return nil }
+        let wanted = Array(name.utf8)
+        var at = 0
+        while at < Int(count) {
+            let length = Int(list[at])
+            guard at + 1 + length <= Int(count) else { return nil }
+            if length == wanted.count && (0..<length).allSatisfy({ list[at + 1 + $0] == wanted[$0] }) { return list + at }
+            at += 1 + length
+        }
+        return nil
     }
 
     /// The protocols offered, in ALPN's wire format: a length byte, then the name, for each.

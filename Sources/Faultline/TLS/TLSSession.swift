@@ -11,6 +11,8 @@ protocol TLSSessionParty: AnyObject {
     func noteError(_ message: String)
     /// An alert was sent (`sent`) or received; `code` is its description.
     func alert(sent: Bool, code: UInt8)
+    /// The ALPN list the decision names for this handshake (a scenario's `tls.alpn`); nil: the listener's.
+    var alpn: [String]? { get }
 }
 
 /// The OpenSSL half of one server-side TLS connection, with no socket and no event loop: an SSL object reading
@@ -149,4 +151,8 @@ final class TLSSession {
         input = nil
         output = nil
     }
+}
+
+extension TLSSessionParty {
+    var alpn: [String]? { nil }
 }

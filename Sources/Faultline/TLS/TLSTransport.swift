@@ -20,6 +20,7 @@ final class TLSTransport: Transport, TransportDelegate, TLSSessionParty {
     @exclusivity(unchecked) private(set) var summary = TLSSummary()
     /// How the handshake was decided; nil until the ClientHello arrived.
     @exclusivity(unchecked) private(set) var decision: TLSHandshakeDecision?
+    var alpn: [String]? { decision?.alpn }
 
     /// Told once when the handshake completes (the connection above starts reading), or when the connection
     /// ends before it did.

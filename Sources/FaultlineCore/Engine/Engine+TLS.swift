@@ -35,6 +35,7 @@ extension Engine {
         decision.clientCertificate = step.clientCertificate ?? .none
         decision.resumption = section.resumption
         decision.closeNotify = section.closeNotify
+        decision.alpn = section.alpn
         decision.scenario = scenarios[index].name
         decision.step = stepIndex
         return decision

@@ -4,7 +4,7 @@ extension ScenarioLoader.Reader {
         guard let fields = fields(
             value, at: path,
             known: ["serverNames", "certificate", "clientCertificate", "handshakes", "afterLast", "resumption",
-                    "closeNotify"]
+                    "closeNotify", "alpn"]
         ) else { return nil }
         let errorCount = errors.count
         var section = TLSSection()
@@ -49,6 +49,22 @@ extension ScenarioLoader.Reader {
         }
         if let value = fields["closeNotify"], let flag = bool(value, at: fields.path("closeNotify")) {
             section.closeNotify = flag
+        }
+        if let value = fields["alpn"], let names = array(value, at: fields.path("alpn")) {
+            if names.isEmpty { report(fields.path("alpn"), "needs at least one protocol (\"h2\", \"http/1.1\")") }
+            var alpn: [String] = []
+            for (index, name) in names.enumerated() {
+                let namePath = "\(fields.path("alpn"))[\(index)]"
+                guard let text = string(name, at: namePath) else { continue }
+                if text == "h2" || text == "http/1.1" {
+                    if alpn.contains(text) { report(namePath, "\(ScenarioLoader.quoted(text)) is listed twice") }
+                    alpn.append(text)
+                } else {
+                    report(namePath, "unknown protocol \(ScenarioLoader.quoted(text))"
+                        + ScenarioLoader.hint(for: text, among: ["h2", "http/1.1"], listName: "expected"))
+                }
+            }
+            section.alpn = alpn
         }
         return errors.count == errorCount ? section : nil
     }

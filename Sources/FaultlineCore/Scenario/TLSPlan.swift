@@ -114,6 +114,8 @@ public struct TLSHandshakeDecision: Sendable, Equatable {
     /// Closes send close_notify first; false closes the TCP connection without it (a truncation the client
     /// can only notice by its absence).
     public var closeNotify: Bool
+    /// The protocols ALPN offers, in order; nil: the listener's (`TLSOptions.alpn`).
+    public var alpn: [String]?
     /// The scenario whose `tls` section decided, and which of its handshake steps (0-based); nil for the
     /// listener's default.
     public var scenario: String?
@@ -184,6 +186,9 @@ public struct TLSSection: Sendable, Equatable {
     public var afterLast: AfterLast = .repeatLast
     public var resumption = true
     public var closeNotify = true
+    /// The protocols ALPN offers for the handshakes this section decides, in order; nil: the listener's.
+    /// `["http/1.1"]` keeps those clients on HTTP/1.1, `["h2"]` refuses the ones without HTTP/2.
+    public var alpn: [String]?
 
     public init() {}
 
