@@ -57,6 +57,15 @@ extension JournalEntry {
         if let tls = json["tls"], tls != .null { self.tls = TLSSummary(json: tls) }
         if let name = string(json["protocol"]), name == "h2" || name == "h2c" { exchangeProtocol = .http2 }
         stream = int(json["stream"])
+        if case .object? = json["http2"], let summary = json["http2"] {
+            var decoded = HTTP2ConnectionSummary()
+            decoded.streams = int(summary["streams"]) ?? 0
+            decoded.pingsSent = int(summary["pingsSent"]) ?? 0
+            if case .array(let trips)? = summary["pingRoundTripsMs"] { decoded.pingRoundTripsMilliseconds = trips.compactMap(double) }
+            decoded.pingsReceived = int(summary["pingsReceived"]) ?? 0
+            decoded.pingsAcknowledged = summary["pingsAcknowledged"] != .bool(false)
+            http2 = decoded
+        }
     }
 }
 

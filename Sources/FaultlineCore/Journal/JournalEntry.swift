@@ -67,6 +67,7 @@ public struct JournalEntry: Sendable {
         var isConnectionEntry = false
         var exchangeProtocol: ExchangeProtocol = .http1
         var stream: Int? = nil
+        var http2: HTTP2ConnectionSummary? = nil
     }
 
     private final class Storage: @unchecked Sendable {
@@ -222,6 +223,11 @@ public struct JournalEntry: Sendable {
         get { storage.fields.stream }
         set { unique.fields.stream = newValue }
     }
+    /// A connection entry's HTTP/2 facts: PINGs sent and their round trips, PINGs received.
+    public var http2: HTTP2ConnectionSummary? {
+        get { storage.fields.http2 }
+        set { unique.fields.http2 = newValue }
+    }
     /// The journal's `protocol`: `http/1.1`, `h2`, or `h2c` (HTTP/2 without TLS).
     public var protocolName: String {
         switch exchangeProtocol {
@@ -275,6 +281,7 @@ extension JournalEntry {
             ("requestLine", .string(requestLine)),
             ("protocol", isConnectionEntry && exchangeProtocol == .http1 ? .null : .string(protocolName)),
             ("stream", stream.map(JSONValue.int) ?? .null),
+            ("http2", http2?.json() ?? .null),
             ("tls", tls?.json() ?? .null),
             ("headers", .array((head?.headers.fields ?? []).map { .array([.string($0.name), .string($0.value)]) })),
         ]

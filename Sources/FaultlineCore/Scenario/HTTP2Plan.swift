@@ -18,6 +18,9 @@ public struct HTTP2Plan: Sendable, Equatable {
     /// False: the client's PINGs are never acknowledged (a client that uses PING to detect a dead connection
     /// should give up on it).
     public var ackPings = true
+    /// Send a PING this often and journal the client's round trips (a connection entry with `http2` when the
+    /// connection ends).
+    public var pingEveryMilliseconds: Int?
 
     public init() {}
 }

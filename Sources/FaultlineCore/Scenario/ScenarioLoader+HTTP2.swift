@@ -1,11 +1,11 @@
 extension ScenarioLoader.Reader {
     /// `{"maxConcurrentStreams": n, "initialWindowSize": n, "windowUpdateAfterMs": ms, "maxFrameSize": n,
-    /// "headerTableSize": n, "goawayAfterStreams": n, "ackPings": bool}` (see `HTTP2Plan`).
+    /// "headerTableSize": n, "goawayAfterStreams": n, "ackPings": bool, "pingEveryMs": ms}` (see `HTTP2Plan`).
     mutating func http2Section(_ value: JSONValue, at path: String) -> HTTP2Plan? {
         let errorCount = errors.count
         guard let fields = fields(value, at: path, known: [
             "maxConcurrentStreams", "initialWindowSize", "windowUpdateAfterMs", "maxFrameSize", "headerTableSize",
-            "goawayAfterStreams", "ackPings",
+            "goawayAfterStreams", "ackPings", "pingEveryMs",
         ]) else { return nil }
         var plan = HTTP2Plan()
         func setting(_ key: String, _ range: ClosedRange<Int>) -> UInt32? {
@@ -25,6 +25,9 @@ extension ScenarioLoader.Reader {
             integer($0, at: fields.path("goawayAfterStreams"), in: 1...Int(Int32.max / 2))
         }
         if let value = fields["ackPings"], let flag = bool(value, at: fields.path("ackPings")) { plan.ackPings = flag }
+        plan.pingEveryMilliseconds = fields["pingEveryMs"].flatMap {
+            integer($0, at: fields.path("pingEveryMs"), in: 10...ScenarioLoader.maxDelayMilliseconds)
+        }
         return errors.count == errorCount ? plan : nil
     }
 }
