@@ -479,6 +479,13 @@ final class HTTP2Connection {
 
     private func closeIfIdle() {
         guard !closed, let last = goawayLastStream else { return }
+        if inLibrary {
+            // Inside nghttp2 (a stream closed in mem_send, a GOAWAY from a request in mem_recv): closing now would
+            // leave its queued frames (the GOAWAY itself) unsent and let it call back into a closed connection.
+            deferred.append { [weak self] in self?.closeIfIdle() }
+            flushWanted = true
+            return
+        }
         let busy = streams.values.contains { $0.id <= last && !($0.exchange?.ended ?? true) }
         if !busy {
             flush()
