@@ -180,7 +180,9 @@ final class HTTP2Connection {
 
     // MARK: - Writing
 
-    /// Moves what nghttp2 has queued to the transport, until it has nothing more or the transport is full.
+    /// Moves what nghttp2 has queued to the transport, until it has nothing more or the transport is full. The
+    /// frames nghttp2 hands out one at a time are gathered and written together (one write, one TLS record, per
+    /// flush rather than per frame: two sends per request otherwise).
     private func flush() {
         guard !closed, let session else { return }
         if inLibrary {
@@ -194,30 +196,49 @@ final class HTTP2Connection {
                 inLibrary = true
                 let count = nghttp2_session_mem_send(session, &data)
                 inLibrary = false
+                // A callback closed the connection (what was gathered went out first: `end`, `finishClosing`).
+                if closed { return }
                 if count < 0 {
                     reportConnectionError(Self.describe(Int32(truncatingIfNeeded: count)))
                     finishClosing(abortive: true)
                     return
                 }
                 guard count > 0, let data else { break }
-                if !io.write(UnsafeRawBufferPointer(start: data, count: count)) {
-                    endAllStreams(.clientClosed)
-                    finishClosing(abortive: true)
-                    return
-                }
-                if io.pendingOutput > settings.maxPendingOutput {
-                    if !readingPaused {
-                        readingPaused = true
-                        io.setReading(false)
-                    }
-                    return
-                }
+                gathered.append(contentsOf: UnsafeBufferPointer(start: data, count: count))
+                if gathered.count >= 64 * 1024, !writeGathered() { return }
             }
+            if !writeGathered() { return }
             runDeferred()
         } while flushWanted && !closed
         if !closed && nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
             finishClosing(abortive: false)
         }
+    }
+
+    /// Frames `flush` has taken from nghttp2 and not yet written; its capacity is kept between flushes.
+    @exclusivity(unchecked) private var gathered: [UInt8] = []
+    @exclusivity(unchecked) private var writingGathered = false
+
+    /// Writes the gathered frames; false when the connection closed (the client is gone) or reading paused.
+    private func writeGathered() -> Bool {
+        guard !gathered.isEmpty, !writingGathered, !closed else { return !closed }
+        writingGathered = true
+        let written = gathered.withUnsafeBytes { io.write($0) }
+        gathered.removeAll(keepingCapacity: true)
+        writingGathered = false
+        if !written {
+            endAllStreams(.clientClosed)
+            finishClosing(abortive: true)
+            return false
+        }
+        if io.pendingOutput > settings.maxPendingOutput {
+            if !readingPaused {
+                readingPaused = true
+                io.setReading(false)
+            }
+            return false
+        }
+        return true
     }
 
     /// Work that had to wait until nghttp2 returned (a RST after a stream's last DATA went out).
@@ -233,6 +254,11 @@ final class HTTP2Connection {
 
     private func finishClosing(abortive: Bool) {
         guard !closed else { return }
+        // Frames gathered before the close go out before the FIN, as they did when each was written at once.
+        if !abortive && !gathered.isEmpty && !writingGathered {
+            _ = gathered.withUnsafeBytes { io.write($0) }
+        }
+        gathered.removeAll()
         closed = true
         gracefulTimer?.cancel()
         gracefulTimer = nil
@@ -363,6 +389,12 @@ final class HTTP2Connection {
         guard let exchange = stream.exchange, exchange.end() else { return }
         stream.timer?.cancel()
         stream.timer = nil
+        // An admin exchange's completion runs once its bytes are out (it may stop the server): the frames that
+        // ended it reach the transport first. Others wait for the rest of the flush (one write for all).
+        if exchange.afterCompletion != nil && !gathered.isEmpty && !writingGathered && !closed {
+            _ = gathered.withUnsafeBytes { io.write($0) }
+            gathered.removeAll(keepingCapacity: true)
+        }
         io.finished(exchange, outcome, at: nil)
     }
 
