@@ -6,7 +6,7 @@ import FaultlineCore
 /// list until the fuzzer fires them, and `dispatch` answers each request with an `Exchange` whose script the
 /// input chooses (a plain response, a wait then a response, a hang, a body cut by `abortExchange`, RST_STREAM
 /// with a code, GOAWAY naming this stream or the one before, gracefully or not, a deferred exchange answered
-/// later, as an admin long-poll is).
+/// later, as an admin long-poll is, and the connection faults: close, reset, half-close).
 ///
 /// One input: byte 0 chooses the preface (bits 0-1: 3 breaks it) and seeds the piece sizes; the rest is a list of
 /// operations, each an opcode byte and its operands:
@@ -163,7 +163,7 @@ enum HTTP2FramesFuzzCheck {
         let head = ResponseHead(status: 200, headers: headers, bodyLength: body.count, close: false)
         let plain: [ScriptStep] = [.head(head), .body(body), .end]
         let code = UInt32(choice >> 4) % 14
-        switch choice % 12 {
+        switch choice % 15 {
         case 0: return (ResponseScript(steps: plain, status: 200, keepAlive: true), nil)
         case 1: return (ResponseScript(steps: [.wait(milliseconds: Int(choice >> 4))] + plain, status: 200, keepAlive: true), nil)
         case 2: return (ResponseScript(steps: [.head(head), .hang], status: 200, fault: "hang", keepAlive: true), nil)
@@ -196,6 +196,12 @@ enum HTTP2FramesFuzzCheck {
         case 10:
             let noBody = ResponseHead(status: 204, headers: HTTPHeaders(), bodyLength: 0, close: false)
             return (ResponseScript(steps: [.head(noBody), .end], status: 204, keepAlive: true), nil)
+        case 12, 13, 14:
+            // The connection faults: FIN after what was written, RST, half-close.
+            let abort: ConnectionAbort = choice % 15 == 12 ? .close : choice % 15 == 13 ? .reset : .shutdownWrite
+            return (ResponseScript(
+                steps: [.head(head), .body(Array(body[0..<6])), .abortConnection(abort)], status: 200,
+                fault: "connection", keepAlive: false), nil)
         default:
             // A bigger body, in several DATA frames past the default window.
             let big = ResponseHead(status: 200, headers: HTTPHeaders(), bodyLength: 70_000, close: false)
