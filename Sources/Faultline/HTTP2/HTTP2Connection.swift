@@ -123,6 +123,8 @@ final class HTTP2Connection {
         inLibrary = true
         let result = nghttp2_session_mem_recv(session, bytes.bindMemory(to: UInt8.self).baseAddress, bytes.count)
         inLibrary = false
+        // A script closed the connection (a connection fault) and the callbacks stopped nghttp2: nothing more.
+        if closed { return }
         if result < 0 {
             // nghttp2 has queued the GOAWAY its error names (RFC 9113 §5.4.1) where there is one to send.
             reportConnectionError(Self.describe(Int32(truncatingIfNeeded: result)))
@@ -686,26 +688,35 @@ final class HTTP2Connection {
         Unmanaged<HTTP2Connection>.fromOpaque(user!).takeUnretainedValue()
     }
 
+    /// A receiving callback's answer once a script closed the connection inside `mem_recv`: stop parsing, so no
+    /// later frame in the same read begins or dispatches a stream on the closed connection.
+    private static func stopped(_ user: UnsafeMutableRawPointer?) -> Bool { connection(user).closed }
+    private static let stop = Int32(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue)
+
     private static func install(_ callbacks: OpaquePointer?) {
         nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, frame, user in
             guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue),
                   frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST else { return 0 }
+            if HTTP2Connection.stopped(user) { return HTTP2Connection.stop }
             HTTP2Connection.connection(user).beginStream(frame.pointee.hd.stream_id)
             return 0
         }
         nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, user in
             guard let frame else { return 0 }
+            if HTTP2Connection.stopped(user) { return HTTP2Connection.stop }
             let accepted = HTTP2Connection.connection(user).header(
                 frame.pointee.hd.stream_id, name: UnsafeRawBufferPointer(start: name, count: nameLength),
                 value: UnsafeRawBufferPointer(start: value, count: valueLength))
             return accepted ? 0 : Int32(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
         }
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { _, _, streamID, data, length, user in
+            if HTTP2Connection.stopped(user) { return HTTP2Connection.stop }
             HTTP2Connection.connection(user).data(streamID, UnsafeRawBufferPointer(start: data, count: length))
             return 0
         }
         nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, user in
             guard let frame else { return 0 }
+            if HTTP2Connection.stopped(user) { return HTTP2Connection.stop }
             let header = frame.pointee.hd
             let type = header.type
             if (type == UInt8(NGHTTP2_HEADERS.rawValue) || type == UInt8(NGHTTP2_DATA.rawValue))
