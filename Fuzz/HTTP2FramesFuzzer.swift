@@ -80,7 +80,14 @@ enum HTTP2FramesFuzzCheck {
             called("pendingOutput")
             return pending
         }
-        func shutdownWrite() { called("shutdownWrite") }
+        var shutDown = false
+        func shutdownWrite() {
+            called("shutdownWrite")
+            // A half-close comes from a script, after a request, so the server's SETTINGS (queued from the start)
+            // and whatever nghttp2 queued before it are on the wire before the FIN.
+            if !shutDown && output.isEmpty { problems.append("shutdownWrite before anything was written") }
+            shutDown = true
+        }
         func close(abortive: Bool) {
             called("close")
             closeCount += 1
