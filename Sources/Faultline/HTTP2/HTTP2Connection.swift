@@ -535,6 +535,17 @@ final class HTTP2Connection {
             if exchange.policyClose != nil { sendGoaway(highestStream, code: UInt32(NGHTTP2_NO_ERROR.rawValue)) }
             return
         }
+        if abort != .reset && inLibrary {
+            // Inside nghttp2 (a request dispatched in mem_recv): what the stream rendered can only go out once it
+            // returns, so the FIN waits until then, or the client would get the FIN before the frames.
+            submitOrResume(stream)
+            deferred.append { [weak self, stream] in
+                guard let self, !closed else { return }
+                abortConnection(abort, stream: stream, exchange)
+            }
+            flushWanted = true
+            return
+        }
         switch abort {
         case .reset:
             end(stream, .resetSent)
@@ -543,12 +554,15 @@ final class HTTP2Connection {
         case .close, .closeWithoutNotify:
             submitOrResume(stream)
             flush()
+            // The flush may have closed the connection already (nghttp2 done, a GOAWAY's close): nothing more.
+            guard !closed else { return }
             end(stream, .closedByFault)
             endAllStreams(.closedByFault)
             finishClosing(abortive: false)
         case .shutdownWrite:
             submitOrResume(stream)
             flush()
+            guard !closed else { return }
             end(stream, .halfClosed)
             io.shutdownWrite()
             writeShut = true
