@@ -112,7 +112,8 @@ check "https://127.0.0.1:$nginx_tls_port/item"
 # HTTP/2: nghttp fails unless it gets the body over h2 (ALPN) or h2c (prior knowledge).
 check_h2() {
     local got
-    got=$(nghttp "$1")
+    # (A failing substitution would end the script silently under set -e: say which check failed instead.)
+    got=$(nghttp "$1") || got="(nghttp exited $?)"
     [ "$got" = "$body" ] || { echo "bench: HTTP/2 $1 returned '$got', expected '$body'" >&2; exit 1; }
 }
 check_h2 "https://127.0.0.1:$faultline_tls_port/item"
