@@ -217,7 +217,7 @@ final class HTTP2Connection {
         }
     }
 
-    /// Frames `flush` has taken from nghttp2 and not yet written; its capacity is kept between flushes.
+    /// Frames `flush` has taken from nghttp2 and not yet written; up to 16 KB of capacity is kept between flushes.
     @exclusivity(unchecked) private var gathered: [UInt8] = []
     @exclusivity(unchecked) private var writingGathered = false
 
@@ -226,7 +226,8 @@ final class HTTP2Connection {
         guard !gathered.isEmpty, !writingGathered, !closed else { return !closed }
         writingGathered = true
         let written = gathered.withUnsafeBytes { io.write($0) }
-        gathered.removeAll(keepingCapacity: true)
+        // Small flushes keep their buffer; a large body's does not stay with an idle connection.
+        gathered.removeAll(keepingCapacity: gathered.capacity <= 16 * 1024)
         writingGathered = false
         if !written {
             endAllStreams(.clientClosed)
