@@ -35,7 +35,8 @@ test:
 	$(MAKE) --no-print-directory fuzz-ci
 	FAULTLINE_BIN=$(CURDIR)/.build/debug/faultline python3 -m pytest -q -p no:benchmark -p no:cacheprovider Tests/Python
 
-# wrk against Faultline and nginx in the same run, unpinned and pinned to separate cores; not part of `make test`.
+# wrk (and h2load for the HTTP/2 rows) against Faultline and nginx in the same run, unpinned and pinned to separate
+# cores; not part of `make test`.
 bench:
 	@scripts/ensure-deps.sh bench
 	$(SWIFT) build -c release --product faultline
@@ -55,7 +56,8 @@ soak: deps
 	$(SWIFT) build -c release --product faultline
 	python3 scripts/soak.py
 
-# libFuzzer on the HTTP parser, the scenario loader and the TLS accept path, FUZZ_SECONDS each (scripts/fuzz.sh).
+# libFuzzer on the HTTP parser, the scenario loader, the TLS accept path and the HTTP/2 codec, FUZZ_SECONDS each
+# (scripts/fuzz.sh).
 FUZZ_SECONDS ?= 60
 fuzz:
 	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh

@@ -4,6 +4,8 @@
 #   scenario     JSONValue.parse and ScenarioLoader.load: round trips, error paths
 #   tls-accept   the TLS accept path over memory BIOs (TLSSession, TLSServerContext and its ClientHello callback):
 #                a client byte stream in random pieces under each kind of handshake decision
+#   h2-frames    the HTTP/2 codec (HTTP2Connection on nghttp2) over a fake transport, loop and Dispatcher: a
+#                preface and frames in random pieces, timers, drains, scripted responses, resets and GOAWAYs
 # Usage: scripts/fuzz.sh [target...]   (default: all targets)
 # Environment: FUZZ_SECONDS (default 60) per target; FUZZ_OPTIMIZE (default -O; -Onone builds in about a third
 # of the time but executes inputs four to eight times slower); SWIFTC (default swiftc); FUZZ_RUNS: run exactly
@@ -15,6 +17,8 @@
 # FuzzRegressionTests also runs on every file in Fuzz/corpus and Fuzz/regressions), linked with libFuzzer.
 # tls-accept is the exception: it compiles the server's TLS files (tls_sources below) with coverage into its own
 # module, its checks in the same file as its entry point (they need OpenSSL), and links libssl and libcrypto.
+# h2-frames likewise compiles Sources/Faultline/HTTP2/HTTP2Connection.swift into its own module and links
+# libnghttp2 (pkg-config libnghttp2), its checks and fake IO in its entry point's file.
 #
 # New corpus entries go to .build/fuzz/corpus/<target> (Fuzz/corpus is only read). A failing input is saved in
 # Fuzz/crashes/<target>/ and the script exits non-zero; `.build/fuzz/O/<target> <input>` replays it. Once fixed,
@@ -29,7 +33,7 @@ optimize="${FUZZ_OPTIMIZE:--O}"
 swiftc="${SWIFTC:-swiftc}"
 # One build folder per optimization level, so switching between `make fuzz` and `make fuzz-ci` rebuilds nothing.
 build=".build/fuzz/${optimize#-}"
-all_targets=(http-parser scenario tls-accept)
+all_targets=(http-parser scenario tls-accept h2-frames)
 targets=("$@")
 [ "${#targets[@]}" -gt 0 ] || targets=("${all_targets[@]}")
 
@@ -39,6 +43,7 @@ swift_name() {
         http-parser) echo HTTPParser ;;
         scenario) echo Scenario ;;
         tls-accept) echo TLSAccept ;;
+        h2-frames) echo HTTP2Frames ;;
         *) echo "fuzz: unknown target $1 (targets: ${all_targets[*]})" >&2; exit 2 ;;
     esac
 }
@@ -49,6 +54,7 @@ run_options() {
         http-parser) echo "-dict=Fuzz/http.dict -max_len=4096" ;;
         scenario) echo "-dict=Fuzz/json.dict -max_len=8192" ;;
         tls-accept) echo "-max_len=4096" ;;
+        h2-frames) echo "-max_len=4096" ;;
     esac
 }
 
@@ -99,6 +105,9 @@ for target in "${targets[@]}"; do
         # the entry point and its checks are in one file, as they need OpenSSL, which the core tests lack.
         # OpenSSL itself is the system's, without coverage: libFuzzer sees the Swift side only.
         sources=("Fuzz/${name}Fuzzer.swift" "${tls_sources[@]}")
+    elif [ "$target" = h2-frames ]; then
+        # The server's HTTP/2 codec with coverage; nghttp2 is the system's, without coverage.
+        sources=("Fuzz/${name}Fuzzer.swift" Sources/Faultline/HTTP2/HTTP2Connection.swift)
     else
         sources=("Fuzz/${name}Fuzzer.swift" "Tests/FaultlineCoreTests/FuzzChecks/${name}FuzzCheck.swift")
     fi
@@ -111,6 +120,14 @@ for target in "${targets[@]}"; do
             "$swiftc" "${core_flags[@]}" -wmo -module-name "${name}Fuzzer" -I "$build/core" -I Sources/COpenSSL \
                 -c "${sources[@]}" -o "$build/$target.o"
             "$swiftc" -sanitize=fuzzer,address -use-ld=lld "$build/$target.o" "$library" -lssl -lcrypto -o "$binary"
+        elif [ "$target" = h2-frames ]; then
+            nghttp2_cflags=()
+            for flag in $(pkg-config --cflags-only-I libnghttp2); do nghttp2_cflags+=(-Xcc "$flag"); done
+            nghttp2_libs=()
+            for flag in $(pkg-config --libs libnghttp2); do nghttp2_libs+=("$flag"); done
+            "$swiftc" "${core_flags[@]}" -wmo -module-name "${name}Fuzzer" -I "$build/core" -I Sources/CNghttp2 \
+                "${nghttp2_cflags[@]}" -c "${sources[@]}" -o "$build/$target.o"
+            "$swiftc" -sanitize=fuzzer,address -use-ld=lld "$build/$target.o" "$library" "${nghttp2_libs[@]}" -o "$binary"
         else
             # The checks get AddressSanitizer but no coverage, so libFuzzer's coverage counts only FaultlineCore.
             "$swiftc" "${flags[@]}" -sanitize=address -wmo -module-name "${name}Fuzzer" \
@@ -122,11 +139,14 @@ for target in "${targets[@]}"; do
     corpus=".build/fuzz/corpus/$target"
     crashes="Fuzz/crashes/$target"
     mkdir -p "$corpus" "$crashes"
+    # The inputs that once broke a rule are replayed too (read like the seeds; new units go to $corpus).
+    regressions=""
+    [ -d "Fuzz/regressions/$target" ] && regressions="Fuzz/regressions/$target"
     echo "fuzz: running $target for ${FUZZ_RUNS:+$FUZZ_RUNS inputs, at most }${seconds}s" >&2
     # Swift's own crash backtracer would fight AddressSanitizer for the crash signal; libFuzzer reports instead.
     # shellcheck disable=SC2046
     if ! SWIFT_BACKTRACE=enable=no "$binary" $(run_options "$target") "${runs[@]}" -max_total_time="$seconds" -timeout=10 \
-        -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$crashes/" "$corpus" "Fuzz/corpus/$target"; then
+        -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$crashes/" "$corpus" "Fuzz/corpus/$target" $regressions; then
         echo "fuzz: $target failed; the input is in $crashes/" >&2
         status=1
     fi

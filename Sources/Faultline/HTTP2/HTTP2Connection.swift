@@ -91,7 +91,6 @@ final class HTTP2Connection {
     @exclusivity(unchecked) private var goawayLastStream: Int32?
     /// Close once every stream at or below the GOAWAY's last stream id is done.
     @exclusivity(unchecked) private var closeWhenIdle = false
-    @exclusivity(unchecked) private var closeCheckWanted = false
     @exclusivity(unchecked) private var gracefulTimer: CancellableTimer?
     /// The highest stream id the client opened.
     @exclusivity(unchecked) private(set) var highestStream: Int32 = 0
@@ -152,6 +151,8 @@ final class HTTP2Connection {
         inLibrary = true
         let result = nghttp2_session_mem_recv(session, bytes.bindMemory(to: UInt8.self).baseAddress, bytes.count)
         inLibrary = false
+        // A script closed the connection (a connection fault) and the callbacks stopped nghttp2: nothing more.
+        if closed { return }
         if result < 0 {
             // A fatal error leaves nghttp2 unusable: the GOAWAY that names it is written by hand (RFC 9113 §5.4.1).
             let error = Int32(truncatingIfNeeded: result)
@@ -164,7 +165,9 @@ final class HTTP2Connection {
             let goaway = HTTP2RawFrame(
                 type: 0x7, flags: 0, onStream: false,
                 payload: Self.bigEndian(UInt32(bitPattern: highestStream)) + Self.bigEndian(code.rawValue))
-            goaway.bytes(stream: 0).withUnsafeBytes { _ = io.write($0) }
+            // The server's preface (a SETTINGS frame) comes first, whatever follows (RFC 9113 §3.4).
+            let preface = wroteAnything ? [] : HTTP2RawFrame(type: 0x4, flags: 0, onStream: false, payload: []).bytes(stream: 0)
+            (preface + goaway.bytes(stream: 0)).withUnsafeBytes { _ = io.write($0) }
             finishClosing(abortive: false)
             return
         }
@@ -219,7 +222,9 @@ final class HTTP2Connection {
 
     // MARK: - Writing
 
-    /// Moves what nghttp2 has queued to the transport, until it has nothing more or the transport is full.
+    /// Moves what nghttp2 has queued to the transport, until it has nothing more or the transport is full. The
+    /// frames nghttp2 hands out one at a time are gathered and written together (one write, one TLS record, per
+    /// flush rather than per frame: two sends per request otherwise).
     private func flush() {
         guard !closed, let session else { return }
         if inLibrary {
@@ -233,34 +238,53 @@ final class HTTP2Connection {
                 inLibrary = true
                 let count = nghttp2_session_mem_send(session, &data)
                 inLibrary = false
+                // A callback closed the connection (what was gathered went out first: `end`, `finishClosing`).
+                if closed { return }
                 if count < 0 {
                     reportConnectionError(Self.describe(Int32(truncatingIfNeeded: count)))
                     finishClosing(abortive: true)
                     return
                 }
                 guard count > 0, let data else { break }
-                if !io.write(UnsafeRawBufferPointer(start: data, count: count)) {
-                    endAllStreams(.clientClosed)
-                    finishClosing(abortive: true)
-                    return
-                }
-                if io.pendingOutput > settings.maxPendingOutput {
-                    if !readingPaused {
-                        readingPaused = true
-                        io.setReading(false)
-                    }
-                    return
-                }
+                gathered.append(contentsOf: UnsafeBufferPointer(start: data, count: count))
+                if gathered.count >= 64 * 1024, !writeGathered() { return }
             }
+            if !writeGathered() { return }
             runDeferred()
         } while flushWanted && !closed
-        if closeCheckWanted && !closed {
-            closeCheckWanted = false
-            closeIfIdle()
-        }
         if !closed && nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
             finishClosing(abortive: false)
         }
+    }
+
+    /// Frames `flush` has taken from nghttp2 and not yet written; up to 16 KB of capacity is kept between flushes.
+    @exclusivity(unchecked) private var gathered: [UInt8] = []
+    /// Whether any frame went out yet: the first must be the server's SETTINGS.
+    @exclusivity(unchecked) private var wroteAnything = false
+    @exclusivity(unchecked) private var writingGathered = false
+
+    /// Writes the gathered frames; false when the connection closed (the client is gone) or reading paused.
+    private func writeGathered() -> Bool {
+        guard !gathered.isEmpty, !writingGathered, !closed else { return !closed }
+        writingGathered = true
+        wroteAnything = true
+        let written = gathered.withUnsafeBytes { io.write($0) }
+        // Small flushes keep their buffer; a large body's does not stay with an idle connection.
+        gathered.removeAll(keepingCapacity: gathered.capacity <= 16 * 1024)
+        writingGathered = false
+        if !written {
+            endAllStreams(.clientClosed)
+            finishClosing(abortive: true)
+            return false
+        }
+        if io.pendingOutput > settings.maxPendingOutput {
+            if !readingPaused {
+                readingPaused = true
+                io.setReading(false)
+            }
+            return false
+        }
+        return true
     }
 
     /// Work that had to wait until nghttp2 returned (a RST after a stream's last DATA went out).
@@ -274,8 +298,19 @@ final class HTTP2Connection {
         }
     }
 
+    /// A loop timer, unless the connection has closed (a step or a flush may close it on the way).
+    private func schedule(milliseconds: Int, _ action: @escaping () -> Void) -> CancellableTimer? {
+        closed ? nil : io.schedule(milliseconds: milliseconds, action)
+    }
+
     private func finishClosing(abortive: Bool) {
         guard !closed else { return }
+        // Frames gathered before the close go out before the FIN, as they did when each was written at once.
+        if !abortive && !gathered.isEmpty && !writingGathered {
+            wroteAnything = true
+            _ = gathered.withUnsafeBytes { io.write($0) }
+        }
+        gathered.removeAll()
         closed = true
         gracefulTimer?.cancel()
         gracefulTimer = nil
@@ -319,14 +354,14 @@ final class HTTP2Connection {
         streams[id] = stream
         if let delay = settings.windowUpdateAfterMilliseconds {
             // The stalled upload (`initialWindowSize: 0`) goes on once the window opens.
-            stream.windowTimer = io.schedule(milliseconds: delay) { [weak self, weak stream] in
+            stream.windowTimer = schedule(milliseconds: delay) { [weak self, weak stream] in
                 guard let self, let stream, let session, !closed, streams[stream.id] != nil else { return }
                 stream.windowTimer = nil
                 nghttp2_submit_window_update(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream.id, 1 << 24)
                 flush()
             }
         }
-        stream.requestTimer = io.schedule(milliseconds: settings.requestTimeoutMilliseconds) { [weak self, weak stream] in
+        stream.requestTimer = schedule(milliseconds: settings.requestTimeoutMilliseconds) { [weak self, weak stream] in
             guard let self, let stream, !closed, streams[stream.id] != nil else { return }
             stream.requestTimer = nil
             requestTimedOut(stream)
@@ -462,6 +497,13 @@ final class HTTP2Connection {
         let outcome = stream.hanging && outcome == .clientClosed ? .hangReleased : outcome
         stream.timer?.cancel()
         stream.timer = nil
+        // An admin exchange's completion runs once its bytes are out (it may stop the server): the frames that
+        // ended it reach the transport first. Others wait for the rest of the flush (one write for all).
+        if exchange.afterCompletion != nil && !gathered.isEmpty && !writingGathered && !closed {
+            wroteAnything = true
+            _ = gathered.withUnsafeBytes { io.write($0) }
+            gathered.removeAll(keepingCapacity: true)
+        }
         io.finished(exchange, outcome, at: nil)
     }
 
@@ -503,7 +545,7 @@ final class HTTP2Connection {
         case .wait(let milliseconds):
             submitOrResume(stream)
             stream.waiting = true
-            stream.timer = io.schedule(milliseconds: milliseconds) { [weak self, weak stream] in
+            stream.timer = schedule(milliseconds: milliseconds) { [weak self, weak stream] in
                 guard let self, let stream else { return }
                 stream.timer = nil
                 stream.waiting = false
@@ -549,7 +591,7 @@ final class HTTP2Connection {
             if graceful {
                 nghttp2_submit_shutdown_notice(session)
                 flush()
-                gracefulTimer = io.schedule(milliseconds: 50) { [weak self] in
+                gracefulTimer = schedule(milliseconds: 50) { [weak self] in
                     guard let self else { return }
                     gracefulTimer = nil
                     sendGoaway(lastStream, code: code)
@@ -592,8 +634,9 @@ final class HTTP2Connection {
     private func closeIfIdle() {
         guard !closed, let last = goawayLastStream else { return }
         if inLibrary {
-            // Inside mem_send: the frame that ended the last stream is not written yet. After it is.
-            closeCheckWanted = true
+            // Inside nghttp2 (a stream closed in mem_send, a GOAWAY from a request in mem_recv): closing now would
+            // leave its queued frames (the GOAWAY itself) unsent and let it call back into a closed connection.
+            deferred.append { [weak self] in self?.closeIfIdle() }
             flushWanted = true
             return
         }
@@ -612,6 +655,17 @@ final class HTTP2Connection {
             if exchange.policyClose != nil { sendGoaway(highestStream, code: UInt32(NGHTTP2_NO_ERROR.rawValue)) }
             return
         }
+        if abort != .reset && inLibrary {
+            // Inside nghttp2 (a request dispatched in mem_recv): what the stream rendered can only go out once it
+            // returns, so the FIN waits until then, or the client would get the FIN before the frames.
+            submitOrResume(stream)
+            deferred.append { [weak self, stream] in
+                guard let self, !closed else { return }
+                abortConnection(abort, stream: stream, exchange)
+            }
+            flushWanted = true
+            return
+        }
         switch abort {
         case .reset:
             end(stream, .resetSent)
@@ -620,12 +674,15 @@ final class HTTP2Connection {
         case .close, .closeWithoutNotify:
             submitOrResume(stream)
             flush()
+            // The flush may have closed the connection already (nghttp2 done, a GOAWAY's close): nothing more.
+            guard !closed else { return }
             end(stream, .closedByFault)
             endAllStreams(.closedByFault)
             finishClosing(abortive: false)
         case .shutdownWrite:
             submitOrResume(stream)
             flush()
+            guard !closed else { return }
             end(stream, .halfClosed)
             io.shutdownWrite()
             writeShut = true
@@ -785,26 +842,35 @@ final class HTTP2Connection {
         Unmanaged<HTTP2Connection>.fromOpaque(user!).takeUnretainedValue()
     }
 
+    /// A receiving callback's answer once a script closed the connection inside `mem_recv`: stop parsing, so no
+    /// later frame in the same read begins or dispatches a stream on the closed connection.
+    private static func stopped(_ user: UnsafeMutableRawPointer?) -> Bool { connection(user).closed }
+    private static let stop = Int32(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue)
+
     private static func install(_ callbacks: OpaquePointer?) {
         nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, frame, user in
             guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue),
                   frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST else { return 0 }
+            if HTTP2Connection.stopped(user) { return HTTP2Connection.stop }
             HTTP2Connection.connection(user).beginStream(frame.pointee.hd.stream_id)
             return 0
         }
         nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, user in
             guard let frame else { return 0 }
+            if HTTP2Connection.stopped(user) { return HTTP2Connection.stop }
             let accepted = HTTP2Connection.connection(user).header(
                 frame.pointee.hd.stream_id, name: UnsafeRawBufferPointer(start: name, count: nameLength),
                 value: UnsafeRawBufferPointer(start: value, count: valueLength))
             return accepted ? 0 : Int32(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
         }
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { _, _, streamID, data, length, user in
+            if HTTP2Connection.stopped(user) { return HTTP2Connection.stop }
             HTTP2Connection.connection(user).data(streamID, UnsafeRawBufferPointer(start: data, count: length))
             return 0
         }
         nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, user in
             guard let frame else { return 0 }
+            if HTTP2Connection.stopped(user) { return HTTP2Connection.stop }
             let header = frame.pointee.hd
             let type = header.type
             if (type == UInt8(NGHTTP2_HEADERS.rawValue) || type == UInt8(NGHTTP2_DATA.rawValue))

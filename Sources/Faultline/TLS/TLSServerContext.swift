@@ -22,7 +22,7 @@ final class TLSServerContext {
     ///   - clientCA: the certificate authority whose certificates are accepted from clients (mutual TLS).
     init(
         defaultIdentity: ServerIdentity, defaultCertificate: TLSCertificateName?, clientCA: OpaquePointer?,
-        alpn: [String] = TLSOptions.defaultALPN, catalogue: @escaping (TLSCertificateName) -> ServerIdentity?,
+        alpn: [String] = ["h2", "http/1.1"], catalogue: @escaping (TLSCertificateName) -> ServerIdentity?,
         decide: @escaping (String?, [String]) -> TLSHandshakeDecision
     ) throws(TLSSetupError) {
         guard let context = SSL_CTX_new(TLS_server_method()) else {
