@@ -148,6 +148,7 @@ enum HTTP2FramesFuzzCheck {
             }
         }
         func connectionError(_ reason: String) { called("connectionError") }
+        func journalHTTP2(_ summary: HTTP2ConnectionSummary) { called("journalHTTP2") }
 
         /// Fires the earliest timer that was not cancelled; false when none is left.
         func fireNext() -> Bool {

@@ -25,6 +25,8 @@ final class Connection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDelegate 
     /// Until the first bytes said whether they are HTTP/2's preface: the bytes of a preface not yet complete.
     @exclusivity(unchecked) private var protocolDecided = false
     @exclusivity(unchecked) private var prefaceSoFar: [UInt8] = []
+    /// When the connection turned out to speak HTTP/2: its connection entry's time.
+    @exclusivity(unchecked) private var http2StartedAt: Arrival?
 
     init(info: ConnectionInfo, transport: Transport, tls: TLSTransport?, server: ServerCore) {
         self.info = info
@@ -123,6 +125,7 @@ final class Connection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDelegate 
     private func startHTTP2() {
         protocolDecided = true
         info.exchangeProtocol = .http2
+        http2StartedAt = now()
         http2 = HTTP2Connection(
             io: self, settings: server.http2Settings.applying(server.engine.http2Plan), overTLS: tls != nil)
     }
@@ -177,6 +180,11 @@ final class Connection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDelegate 
     func reject(_ error: HTTPParseError, _ context: RequestContext, body: [UInt8]) -> Exchange {
         requestsJournaled &+= 1
         return server.dispatcher.reject(error, context, on: info, body: body)
+    }
+
+    func journalHTTP2(_ summary: HTTP2ConnectionSummary) {
+        requestsJournaled &+= 1
+        server.dispatcher.journalHTTP2Connection(info, summary, acceptedAt: http2StartedAt ?? now())
     }
 
     func connectionError(_ reason: String) {

@@ -163,6 +163,20 @@ final class Dispatcher {
         core.record(entry)
     }
 
+    /// An HTTP/2 connection whose PINGs the scenario asked about ended: a connection entry with its summary.
+    func journalHTTP2Connection(_ connection: ConnectionInfo, _ summary: HTTP2ConnectionSummary, acceptedAt: Arrival) {
+        var entry = JournalEntry(
+            receivedAtWall: acceptedAt.wall, receivedAtMonotonicNanos: acceptedAt.monotonicNanos,
+            connectionID: connection.id, indexOnConnection: 0, clientAddress: connection.clientAddress, head: nil)
+        entry.isConnectionEntry = true
+        entry.tls = connection.tls
+        entry.exchangeProtocol = .http2
+        entry.http2 = summary
+        entry.outcome = .completed
+        entry.finishedAtMonotonicNanos = Clock.monotonicNanos()
+        core.record(entry)
+    }
+
     /// A TLS connection that produced no request: its handshake failed, hung, timed out, or completed and the
     /// client left without asking anything. "The client tried three times and gave up" is three of these.
     func journalConnection(_ connection: ConnectionInfo, _ tls: TLSSummary, acceptedAt: Arrival) {

@@ -457,6 +457,18 @@ def read_events(sock, connection, until, timeout=2.0):
     return seen
 
 
+def test_the_server_pings_and_journals_the_round_trips(h2server):
+    server = h2server(routes=[route("slow", {"status": 200, "delayMs": 350, "text": "late"})],
+                      http2={"pingEveryMs": 100})
+    code, out, err = curl(server, "/slow", tls=False)
+    assert (code, out) == (0, "late"), err
+    (entry,) = server.wait_for(1, connection="true")
+    summary = entry["http2"]
+    assert entry["protocol"] == "h2c" and summary["streams"] == 1 and summary["pingsAcknowledged"] is True
+    assert summary["pingsSent"] >= 3 and summary["pingsAnswered"] == len(summary["pingRoundTripsMs"]) >= 3, summary
+    assert all(0 <= trip < 50 for trip in summary["pingRoundTripsMs"]), summary
+
+
 def test_pings_are_acknowledged_unless_the_scenario_says_never(h2server):
     for ack, name in [(True, "acks"), (False, "silent")]:
         server = h2server(routes=[route("ok", ok())], http2={"ackPings": ack}, name=name)
@@ -469,6 +481,9 @@ def test_pings_are_acknowledged_unless_the_scenario_says_never(h2server):
                                  timeout=1.0)
             acked = any(isinstance(e, h2.events.PingAckReceived) and e.ping_data == b"faultlin" for e in events)
             assert acked == ack, events
+        if not ack:  # the scenario asked about PINGs: the connection's entry counts the client's
+            (entry,) = server.wait_for(1, connection="true")
+            assert entry["http2"]["pingsReceived"] == 1 and entry["http2"]["pingsAcknowledged"] is False
 
 
 def test_the_listener_or_a_scenario_can_force_either_protocol(h2server, write_scenario, start_faultline, tmp_path):

@@ -25,6 +25,8 @@ protocol HTTP2ConnectionIO: AnyObject {
     /// The connection broke the protocol as a whole (bad preface, a flood, a bad HPACK block): journaled as a
     /// connection entry naming the error the server answered with.
     func connectionError(_ reason: String)
+    /// The connection ended; the scenario asked about its PINGs (`pingEveryMs`, `ackPings: false`).
+    func journalHTTP2(_ summary: HTTP2ConnectionSummary)
 }
 
 /// A timer that can be stopped before it fires (a `LoopTimer`; a fake one in the fuzz target).
@@ -46,6 +48,7 @@ struct HTTP2ConnectionSettings {
         settings.windowUpdateAfterMilliseconds = plan.windowUpdateAfterMilliseconds
         settings.goawayAfterStreams = plan.goawayAfterStreams
         settings.ackPings = plan.ackPings
+        settings.pingEveryMilliseconds = plan.pingEveryMilliseconds
         return settings
     }
 
@@ -60,6 +63,7 @@ struct HTTP2ConnectionSettings {
     /// header timeout, as for HTTP/1.1).
     var requestTimeoutMilliseconds = 10_000
     var ackPings = true
+    var pingEveryMilliseconds: Int?
     /// Ask nghttp2 for no more frames while this much output waits for the kernel, and stop reading. nghttp2
     /// produces DATA only when asked, so this bounds a connection's queue without slowing a download (the
     /// socket's own buffer is larger); control frames a client provokes without reading (SETTINGS and PING
@@ -133,6 +137,45 @@ final class HTTP2Connection {
                 settings_id: Int32(NGHTTP2_SETTINGS_HEADER_TABLE_SIZE.rawValue), value: settings.headerTableSize),
         ]
         nghttp2_submit_settings(created, UInt8(NGHTTP2_FLAG_NONE.rawValue), &entries, entries.count)
+        summary.pingsAcknowledged = settings.ackPings
+        schedulePing()
+    }
+
+    // MARK: - PINGs
+
+    @exclusivity(unchecked) private var summary = HTTP2ConnectionSummary()
+    @exclusivity(unchecked) private var pingTimer: CancellableTimer?
+    /// Each PING in flight: its opaque data (a counter) and when it went out (monotonic nanoseconds).
+    @exclusivity(unchecked) private var pingsInFlight: [UInt64: UInt64] = [:]
+    @exclusivity(unchecked) private var pingCounter: UInt64 = 0
+
+    private func schedulePing() {
+        guard let every = settings.pingEveryMilliseconds else { return }
+        pingTimer = schedule(milliseconds: every) { [weak self] in
+            guard let self, let session, !closed else { return }
+            pingCounter += 1
+            var opaque = pingCounter.bigEndian
+            withUnsafeBytes(of: &opaque) { bytes in
+                _ = nghttp2_submit_ping(
+                    session, UInt8(NGHTTP2_FLAG_NONE.rawValue), bytes.bindMemory(to: UInt8.self).baseAddress)
+            }
+            pingsInFlight[pingCounter] = io.now().monotonicNanos
+            summary.pingsSent += 1
+            flush()
+            schedulePing()
+        }
+    }
+
+    /// A PING arrived: the client's own, or the acknowledgement of one of ours (its round trip is journaled).
+    fileprivate func pingReceived(_ frame: UnsafePointer<nghttp2_frame>) {
+        guard frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0 else {
+            summary.pingsReceived += 1
+            return
+        }
+        var opaque = frame.pointee.ping.opaque_data
+        let counter = withUnsafeBytes(of: &opaque) { UInt64(bigEndian: $0.loadUnaligned(as: UInt64.self)) }
+        guard let sentAt = pingsInFlight.removeValue(forKey: counter) else { return }
+        summary.pingRoundTripsMilliseconds.append(Double(io.now().monotonicNanos &- sentAt) / 1_000_000)
     }
 
     deinit {
@@ -314,6 +357,12 @@ final class HTTP2Connection {
         closed = true
         gracefulTimer?.cancel()
         gracefulTimer = nil
+        pingTimer?.cancel()
+        pingTimer = nil
+        if settings.pingEveryMilliseconds != nil || !settings.ackPings {
+            summary.streams = requestCount
+            io.journalHTTP2(summary)
+        }
         for stream in streams.values {
             stream.timer?.cancel()
             stream.timer = nil
@@ -873,6 +922,7 @@ final class HTTP2Connection {
             if HTTP2Connection.stopped(user) { return HTTP2Connection.stop }
             let header = frame.pointee.hd
             let type = header.type
+            if type == UInt8(NGHTTP2_PING.rawValue) { HTTP2Connection.connection(user).pingReceived(frame) }
             if (type == UInt8(NGHTTP2_HEADERS.rawValue) || type == UInt8(NGHTTP2_DATA.rawValue))
                 && header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0 {
                 HTTP2Connection.connection(user).requestComplete(header.stream_id)
