@@ -95,7 +95,7 @@ final class Dispatcher {
     ) {
         if let request, AdminAPI.isAdminTarget(request.target) { return }
         var entry = Self.entry(
-            context, connection, head: request?.head, body: request?.body ?? [],
+            context, connection, head: request?.head ?? error?.head, body: request?.body ?? [],
             rawRequestLine: error?.requestLinePrefix, malformed: error?.reason)
         entry.outcome = outcome
         entry.finishedAtMonotonicNanos = Clock.monotonicNanos()

@@ -630,6 +630,30 @@ def hpack_literal(name, value):
     return b"\x00" + integer(len(name), 7) + name + integer(len(value), 7) + value
 
 
+def test_streams_over_the_concurrency_limit_are_refused_and_journaled(h2server):
+    """More streams than SETTINGS_MAX_CONCURRENT_STREAMS: nghttp2 refuses the extra ones (RST_STREAM
+    REFUSED_STREAM, RFC 9113 §5.1.2); they reached the server, so they are journaled, as not processed."""
+    server = h2server(routes=[route("slow", {"status": 200, "delayMs": 300, "text": "late"})],
+                      http2={"maxConcurrentStreams": 1})
+    block = bytes([0x82, 0x86, 0x44, 0x05]) + b"/slow" + bytes([0x41, 0x01]) + b"x"
+    headers = lambda stream: len(block).to_bytes(3, "big") + b"\x01\x05" + stream.to_bytes(4, "big") + block
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        # Before acknowledging our SETTINGS: nghttp2 refuses the extra stream (REFUSED_STREAM); once acknowledged,
+        # exceeding the limit is a connection error (PROTOCOL_ERROR) — both are RFC 9113 §5.1.2's choices.
+        sock.sendall(PREFACE + EMPTY_SETTINGS + headers(1) + headers(3))
+        data = b""
+        deadline = time.monotonic() + 5
+        while not any(kind == 0x0 and flags & 1 for kind, flags, *_ in frames(data)) and time.monotonic() < deadline:
+            sock.settimeout(max(0.01, deadline - time.monotonic()))
+            data += sock.recv(65536)
+    resets = [(stream, int.from_bytes(payload, "big")) for kind, _, stream, payload in frames(data) if kind == 0x3]
+    assert resets == [(3, 7)], resets  # REFUSED_STREAM
+    entries = server.wait_for(2)
+    refused = [e for e in entries if e["stream"] == 3]
+    assert len(refused) == 1 and refused[0]["response"]["outcome"] == "not-processed", entries
+    assert "refused (RST_STREAM REFUSED_STREAM)" in refused[0]["error"]
+
+
 def test_a_header_section_over_the_limit_is_answered_431(h2server):
     """80 KB of fields, over the 64 KiB limit that HTTP/1.1 has too: 431 on that stream, the connection goes on.
     (curl's own HTTP/2 layer refuses to send such a request, so the frames are written here.)"""

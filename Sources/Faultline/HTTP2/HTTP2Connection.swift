@@ -506,6 +506,28 @@ final class HTTP2Connection {
         }
     }
 
+    /// nghttp2 refused a request's HEADERS itself (more streams than SETTINGS_MAX_CONCURRENT_STREAMS allows, a
+    /// stream id out of order, fields HTTP/2 forbids) and answered with RST_STREAM or GOAWAY: the request reached
+    /// the server, so it is journaled — not processed when refused, else rejected — with what was read of it.
+    fileprivate func requestRefused(_ id: Int32, libraryError: Int32) {
+        let stream = streams.removeValue(forKey: id)
+        stream?.requestTimer?.cancel()
+        stream?.windowTimer?.cancel()
+        guard stream?.journaled != true, stream?.exchange == nil else { return }
+        let refused = libraryError == NGHTTP2_ERR_REFUSED_STREAM.rawValue
+        let context = RequestContext(
+            arrival: stream?.arrival ?? io.now(), arrivedNow: false, indexOnConnection: stream?.index ?? requestCount,
+            stream: Int(id))
+        let method = stream?.method ?? ""
+        let head = method.isEmpty ? nil
+            : HTTPRequestHead(method: method, target: stream?.path ?? "", version: .http2, headers: stream?.headers ?? HTTPHeaders())
+        let error = HTTPParseError(
+            status: 400, reason: "HTTP/2 stream \(id) \(refused ? "refused (RST_STREAM REFUSED_STREAM)" : "rejected"): "
+                + Self.describe(libraryError), head: head,
+            requestLinePrefix: head.map { "\($0.method) \($0.target) HTTP/2" } ?? "(HTTP/2 stream \(id))")
+        io.journalUnanswered(nil, error, context, refused ? .notProcessed : .rejected)
+    }
+
     /// nghttp2 closed the stream: its response is complete, or it was reset by either side.
     fileprivate func streamClosed(_ id: Int32, errorCode: UInt32) {
         guard let stream = streams.removeValue(forKey: id) else { return }
@@ -927,6 +949,12 @@ final class HTTP2Connection {
                 && header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0 {
                 HTTP2Connection.connection(user).requestComplete(header.stream_id)
             }
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(callbacks) { _, frame, libraryError, user in
+            guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue),
+                  frame.pointee.hd.stream_id % 2 == 1, !HTTP2Connection.stopped(user) else { return 0 }
+            HTTP2Connection.connection(user).requestRefused(frame.pointee.hd.stream_id, libraryError: libraryError)
             return 0
         }
         nghttp2_session_callbacks_set_on_frame_send_callback(callbacks) { _, frame, user in
