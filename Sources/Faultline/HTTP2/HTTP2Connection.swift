@@ -510,10 +510,12 @@ final class HTTP2Connection {
     /// stream id out of order, fields HTTP/2 forbids) and answered with RST_STREAM or GOAWAY: the request reached
     /// the server, so it is journaled — not processed when refused, else rejected — with what was read of it.
     fileprivate func requestRefused(_ id: Int32, libraryError: Int32) {
-        let stream = streams.removeValue(forKey: id)
+        // A stream already answering (invalid trailers, say) ends through nghttp2's stream close as usual.
+        let stream = streams[id]
+        guard stream?.journaled != true, stream?.exchange == nil else { return }
+        streams[id] = nil
         stream?.requestTimer?.cancel()
         stream?.windowTimer?.cancel()
-        guard stream?.journaled != true, stream?.exchange == nil else { return }
         let refused = libraryError == NGHTTP2_ERR_REFUSED_STREAM.rawValue
         let context = RequestContext(
             arrival: stream?.arrival ?? io.now(), arrivedNow: false, indexOnConnection: stream?.index ?? requestCount,
