@@ -196,6 +196,7 @@ final class HTTP2Connection {
         inLibrary = false
         // A script closed the connection (a connection fault) and the callbacks stopped nghttp2: nothing more.
         if closed { return }
+        if !begunThisRead.isEmpty { startRequestTimers() }
         if result < 0 {
             // A fatal error leaves nghttp2 unusable: the GOAWAY that names it is written by hand (RFC 9113 §5.4.1).
             let error = Int32(truncatingIfNeeded: result)
@@ -359,6 +360,7 @@ final class HTTP2Connection {
         gracefulTimer = nil
         pingTimer?.cancel()
         pingTimer = nil
+        begunThisRead.removeAll()
         if settings.pingEveryMilliseconds != nil || !settings.ackPings {
             summary.streams = requestCount
             io.journalHTTP2(summary)
@@ -410,11 +412,9 @@ final class HTTP2Connection {
                 flush()
             }
         }
-        stream.requestTimer = schedule(milliseconds: settings.requestTimeoutMilliseconds) { [weak self, weak stream] in
-            guard let self, let stream, !closed, streams[stream.id] != nil else { return }
-            stream.requestTimer = nil
-            requestTimedOut(stream)
-        }
+        // The request timer starts only if the read that began the stream did not also end its request (most
+        // requests are one HEADERS frame with END_STREAM): no timer per stream on the fast path.
+        begunThisRead.append(stream)
         if let limit = settings.goawayAfterStreams, requestCount == limit, goawayLastStream == nil {
             // The connection has served its quota: this stream is the last one processed.
             sendGoaway(id, code: UInt32(NGHTTP2_NO_ERROR.rawValue))
@@ -454,6 +454,20 @@ final class HTTP2Connection {
             return
         }
         stream.body.append(contentsOf: bytes)
+    }
+
+    /// Streams begun in the current read, whose request may still be arriving when it ends.
+    @exclusivity(unchecked) private var begunThisRead: [HTTP2Stream] = []
+
+    private func startRequestTimers() {
+        for stream in begunThisRead where stream.exchange == nil && !stream.journaled && streams[stream.id] === stream {
+            stream.requestTimer = schedule(milliseconds: settings.requestTimeoutMilliseconds) { [weak self, weak stream] in
+                guard let self, let stream, !closed, streams[stream.id] != nil else { return }
+                stream.requestTimer = nil
+                requestTimedOut(stream)
+            }
+        }
+        begunThisRead.removeAll(keepingCapacity: true)
     }
 
     /// The request did not complete in time: 408 (RFC 9110 §15.5.9) with what arrived, then RST_STREAM NO_ERROR
