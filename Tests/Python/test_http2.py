@@ -288,6 +288,9 @@ def test_refused_and_goaway_streams_are_journaled_as_not_processed(h2server):
     curl(server, "/calm")
     (entry,) = server.wait_for(1, route="calm")
     assert entry["response"]["outcome"] == "stream-reset" and entry["response"]["status"] == 200
+    curl(server, "/bad-hpack")  # the stream hangs after the raw frames until curl gives up on the connection
+    (entry,) = server.wait_for(1, route="bad-hpack", completed="true")
+    assert entry["response"]["outcome"] == "hang-released" and entry["response"]["bytesWritten"] == 15
 
 
 def test_an_http1_only_route_refuses_h2_and_http2_only_route_answers_505(h2server):
