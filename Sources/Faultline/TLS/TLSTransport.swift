@@ -56,6 +56,11 @@ final class TLSTransport: Transport, TransportDelegate, TLSSessionParty {
         /// The ClientHello callback held the handshake (`hang`, `handshake-reset`): nothing more is answered.
         case held
         case established
+        /// The handshake ended with our alert: FIN sent after it, the client's bytes read and dropped until it
+        /// closes (or `lingerMilliseconds`), so that closing with unread input does not turn into an RST that
+        /// destroys the alert before the client reads it (TLS 1.3 clients send their request right after their
+        /// Finished, before the server's verdict on their certificate arrives).
+        case lingering
         case closed
     }
 
@@ -114,7 +119,7 @@ final class TLSTransport: Transport, TransportDelegate, TLSSessionParty {
 
     func transportReceived(_ bytes: UnsafeRawBufferPointer) {
         guard phase != .closed, ssl != nil else { return }
-        if phase == .held {
+        if phase == .held || phase == .lingering {
             // A hang reads and forgets: the client's retransmissions and alerts change nothing.
             return
         }
@@ -127,6 +132,7 @@ final class TLSTransport: Transport, TransportDelegate, TLSSessionParty {
         switch phase {
         case .established: delegate?.transportPeerFinished()
         case .handshaking, .held: endHandshake(phase == .held ? .hangReleased : .clientClosed, close: true)
+        case .lingering: finishLinger()
         case .closed: break
         }
     }
@@ -135,6 +141,7 @@ final class TLSTransport: Transport, TransportDelegate, TLSSessionParty {
         switch phase {
         case .established: delegate?.transportFailed()
         case .handshaking, .held: endHandshake(phase == .held ? .hangReleased : .clientClosed, close: true)
+        case .lingering: finishLinger()
         case .closed: break
         }
     }
@@ -294,7 +301,9 @@ final class TLSTransport: Transport, TransportDelegate, TLSSessionParty {
             end = .notTLS
             answerPlainHTTP(reason)
         } else if summary.alertSent != nil {
-            end = .alertSent
+            endHandshake(.alertSent, close: false)
+            beginLinger()
+            return
         } else if reason.contains("unexpected eof") {
             end = .clientClosed
         } else {
@@ -311,6 +320,28 @@ final class TLSTransport: Transport, TransportDelegate, TLSSessionParty {
             + "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n" + body
         var bytes = Array(response.utf8)
         _ = bytes.withUnsafeMutableBytes { tcp.write(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// How long a connection whose handshake we refused with an alert goes on reading before it closes anyway.
+    static let lingerMilliseconds = 500
+    @exclusivity(unchecked) private var lingerTimer: LoopTimer?
+
+    private func beginLinger() {
+        guard phase == .handshaking || phase == .held else { return }
+        phase = .lingering
+        tcp.shutdownWrite()
+        lingerTimer = LoopTimer(loop: loop, milliseconds: Self.lingerMilliseconds) { [unowned self] in
+            lingerTimer = nil
+            finishLinger()
+        }
+    }
+
+    /// The client closed after our alert, or the linger ran out: the connection above hears that it failed.
+    private func finishLinger() {
+        guard phase == .lingering else { return }
+        let above = delegate
+        close(abortive: false)
+        above?.transportFailed()
     }
 
     private func handshakeTimedOut() {
@@ -398,6 +429,8 @@ final class TLSTransport: Transport, TransportDelegate, TLSSessionParty {
         resumeTimer = nil
         handshakeTimer?.cancel()
         handshakeTimer = nil
+        lingerTimer?.cancel()
+        lingerTimer = nil
         dripTimer?.cancel()
         dripTimer = nil
         tcp.close(abortive: abortive)
