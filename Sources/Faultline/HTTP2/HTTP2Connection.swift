@@ -333,11 +333,31 @@ final class HTTP2Connection {
 
     /// Work that had to wait until nghttp2 returned (a RST after a stream's last DATA went out).
     @exclusivity(unchecked) private var deferred: [() -> Void] = []
+    /// Streams whose request completed inside nghttp2: their scripts run once it has returned. A list of
+    /// streams, not closures: nothing to allocate per request.
+    @exclusivity(unchecked) private var readyToRun: [HTTP2Stream] = []
+    @exclusivity(unchecked) private var lastHead: ResponseHead?
+    @exclusivity(unchecked) private var lastFields = HTTP2Fields()
+    @exclusivity(unchecked) private var running: [HTTP2Stream] = []
+    @exclusivity(unchecked) private var runningReady = false
+
+    /// One batch of waiting work per call, between two `mem_send` passes of `flush`: the deferred actions first
+    /// (an RST_STREAM after a stream's last DATA, a close after a GOAWAY), else the streams whose requests
+    /// completed. A batch may queue work that must come after the frames it produced (a RST_STREAM after a
+    /// stream's HEADERS): the next call, after the next pass, does it.
     private func runDeferred() {
-        while !deferred.isEmpty && !closed {
+        guard !closed else { return }
+        if !deferred.isEmpty {
             let work = deferred
             deferred = []
-            for action in work { action() }
+            for action in work where !closed { action() }
+            flushWanted = true
+        } else if !readyToRun.isEmpty {
+            swap(&running, &readyToRun)
+            runningReady = true
+            for stream in running where !closed { run(stream) }
+            runningReady = false
+            running.removeAll(keepingCapacity: true)
             flushWanted = true
         }
     }
@@ -361,6 +381,7 @@ final class HTTP2Connection {
         pingTimer?.cancel()
         pingTimer = nil
         begunThisRead.removeAll()
+        readyToRun.removeAll()
         if settings.pingEveryMilliseconds != nil || !settings.ackPings {
             summary.streams = requestCount
             io.journalHTTP2(summary)
@@ -510,10 +531,7 @@ final class HTTP2Connection {
         if inLibrary {
             // From nghttp2's callback: the script runs once nghttp2 has returned, so that what a step writes or
             // closes comes after the frames already queued.
-            deferred.append { [weak self, weak stream] in
-                guard let self, let stream else { return }
-                run(stream)
-            }
+            readyToRun.append(stream)
             flushWanted = true
         } else {
             run(stream)
@@ -615,7 +633,8 @@ final class HTTP2Connection {
                 perform(step, on: stream, exchange)
             }
         }
-        flush()
+        // The streams of one read run one after another (`runDeferred`): their frames go out in one write.
+        if runningReady { flushWanted = true } else { flush() }
     }
 
     private func perform(_ step: ScriptStep, on stream: HTTP2Stream, _ exchange: Exchange) {
@@ -813,7 +832,12 @@ final class HTTP2Connection {
         guard let head = stream.head, let session, !stream.submitted, !writeShut else { return }
         stream.submitted = true
         let withBody = !(stream.eof && stream.pending.isEmpty)
-        let fields = Self.fields(head)
+        // Plain steps share their head: the fields of the last one rendered are kept.
+        if head !== lastHead {
+            lastHead = head
+            lastFields = Self.fields(head)
+        }
+        let fields = lastFields
         var provider = nghttp2_data_provider(
             source: nghttp2_data_source(ptr: nil),
             read_callback: { session, streamID, buffer, length, flags, _, user in
@@ -898,7 +922,7 @@ final class HTTP2Connection {
     /// The response head as HTTP/2 fields: `:status`, lower-case names, and none of the connection-specific
     /// fields (RFC 9113 §8.2.2). A chunked head's framing is HTTP/1.1's: DATA frames carry its body.
     static func fields(_ head: ResponseHead) -> HTTP2Fields {
-        var fields = HTTP2Fields()
+        let fields = HTTP2Fields()
         fields.append(":status", String(head.status))
         for field in head.headers {
             let name = field.name.lowercased()
@@ -1043,31 +1067,39 @@ final class HTTP2Stream {
     }
 }
 
-/// Header fields for nghttp2, laid out in one buffer (nghttp2 copies them when a frame is submitted).
-struct HTTP2Fields {
+/// Header fields for nghttp2, laid out in one buffer with their `nghttp2_nv` entries built once: a response
+/// head is rendered into one of these when it is first submitted, and the next stream with the same head reuses it
+/// (nghttp2 copies the fields when a frame is submitted).
+final class HTTP2Fields {
     private var bytes: [UInt8] = []
     private var spans: [(name: Range<Int>, value: Range<Int>)] = []
+    private var storage: UnsafeMutablePointer<UInt8>?
+    private var entries: [nghttp2_nv] = []
 
-    mutating func append(_ name: String, _ value: String) {
+    deinit { storage?.deallocate() }
+
+    func append(_ name: String, _ value: String) {
         let nameStart = bytes.count
         bytes.append(contentsOf: name.utf8)
         let valueStart = bytes.count
         bytes.append(contentsOf: value.utf8)
         spans.append((nameStart..<valueStart, valueStart..<bytes.count))
+        entries = []
     }
 
     func withNV<T>(_ body: (UnsafePointer<nghttp2_nv>, Int) -> T) -> T {
-        var copy = bytes
-        if copy.isEmpty { copy.append(0) }
-        return copy.withUnsafeMutableBufferPointer { buffer in
-            let base = buffer.baseAddress!
-            let nv = spans.map { span in
+        if entries.isEmpty {
+            storage?.deallocate()
+            let buffer = UnsafeMutablePointer<UInt8>.allocate(capacity: max(bytes.count, 1))
+            buffer.initialize(from: bytes, count: bytes.count)
+            storage = buffer
+            entries = spans.map { span in
                 nghttp2_nv(
-                    name: base + span.name.lowerBound, value: base + span.value.lowerBound,
+                    name: buffer + span.name.lowerBound, value: buffer + span.value.lowerBound,
                     namelen: span.name.count, valuelen: span.value.count,
                     flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
             }
-            return nv.withUnsafeBufferPointer { body($0.baseAddress!, $0.count) }
         }
+        return entries.withUnsafeBufferPointer { body($0.baseAddress!, $0.count) }
     }
 }
