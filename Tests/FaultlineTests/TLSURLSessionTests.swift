@@ -224,3 +224,57 @@ struct HTTP2URLSessionTests {
         #expect(Set(http1Entries.map(\.protocolName)) == ["http/1.1"])
     }
 }
+
+/// URLSession (Linux: libcurl with nghttp2) against each HTTP/2 frame fault, on its first request: what it
+/// reports, for the README's table. Skipped without the trusted CA.
+@Suite(.enabled(if: TLSURLSessionTests.systemTrustedDirectory != nil,
+                "set FAULTLINE_SYSTEM_TRUSTED_TLS_DIR to a --tls-dir whose CA the system trusts"))
+struct HTTP2FaultURLSessionTests {
+    static func route(_ id: String, _ fault: String, text: String = "first") -> String {
+        #"{"id": "\#(id)", "match": {"path": "/\#(id)"}, "responses": [{"status": 200, "text": "\#(text)", "fault": \#(fault)}, {"status": 200, "text": "second"}]}"#
+    }
+
+    static let scenario = #"{"name": "h2-faults", "routes": ["# + [
+        route("refused", #"{"type": "rst-stream", "code": "REFUSED_STREAM"}"#),
+        route("cancel", #"{"type": "rst-stream", "code": "CANCEL"}"#),
+        route("midbody", #"{"type": "rst-stream", "after": "body", "bytes": 5}"#, text: "0123456789abcdefghij"),
+        route("goaway-previous", #"{"type": "goaway", "lastStreamId": "previous"}"#),
+        route("goaway-current", #"{"type": "goaway", "lastStreamId": "current"}"#, text: "processed"),
+        route("bad-hpack", #"{"type": "raw-frames", "preset": "bad-hpack"}"#),
+        route("http1-only", #""no-close-notify""#),
+    ].joined(separator: ", ") + "]}"
+
+    /// (path, what URLSession reports): `status body`, or `error CODE message`.
+    static let expected: [(String, String)] = [
+        ("refused", "200 second"),
+        ("cancel", "error -1 HTTP/2 stream 1 was not closed cleanly: CANCEL (err 8)"),
+        ("midbody", "error -1 HTTP/2 stream 1 was not closed cleanly: INTERNAL_ERROR (err 2)"),
+        ("goaway-previous", "error -1 Error in the HTTP2 framing layer"),
+        ("goaway-current", "200 processed"),
+        ("bad-hpack", "error -1011 Empty reply from server"),
+        ("http1-only", "200 first"),
+    ]
+
+    @Test(arguments: expected)
+    func eachFrameFault(_ path: String, _ expected: String) async throws {
+        let server = try TestSupport.server([Self.scenario]) {
+            $0.tls = TLSOptions(port: 0, directory: TLSURLSessionTests.systemTrustedDirectory, certificate: .valid)
+        }
+        defer { Task { await server.stop() } }
+        let port = try #require(server.tlsPort)
+        let session = URLSession(configuration: .ephemeral)
+        defer { session.invalidateAndCancel() }
+        var request = URLRequest(url: URL(string: "https://localhost:\(port)/\(path)")!)
+        request.timeoutInterval = 3
+        var outcome: String
+        do {
+            let (data, response) = try await session.data(for: request)
+            outcome = "\((response as? HTTPURLResponse)?.statusCode ?? 0) \(String(decoding: data, as: UTF8.self))"
+        } catch let error as URLError {
+            outcome = "error \(error.code.rawValue) \(error.userInfo[NSLocalizedDescriptionKey] as? String ?? "")"
+        }
+        #expect(outcome == expected)
+        let entries = await server.requests(JournalFilter(route: path))
+        #expect(entries.first?.protocolName == "h2", "URLSession's first attempt went over h2")
+    }
+}
