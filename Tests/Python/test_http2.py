@@ -682,6 +682,47 @@ def test_a_header_section_over_the_limit_is_answered_431(h2server):
     assert curl(server, "/ok", tls=False)[:2] == (0, "still here")
 
 
+def test_a_bad_preface_over_tls_gets_settings_then_goaway_protocol_error(h2server):
+    """ALPN chose h2, then the client sent HTTP/1.1: the server's SETTINGS (its preface comes first, RFC 9113
+    §3.4), then GOAWAY PROTOCOL_ERROR; journaled as an h2 connection error; the server goes on."""
+    server = h2server(routes=[route("ok", ok("still here"))])
+    context = ssl.create_default_context(cafile=str(server.ca))
+    context.set_alpn_protocols(["h2"])
+    with socket.create_connection(("127.0.0.1", server.tls_port), timeout=5) as raw:
+        with context.wrap_socket(raw, server_hostname="localhost") as tls:
+            assert tls.selected_alpn_protocol() == "h2"
+            tls.sendall(b"GET /ok HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            data = read_all(tls, timeout=5)
+    kinds = [kind for kind, *_ in frames(data)]
+    assert kinds[0] == 0x4 and goaway_error(data) == "PROTOCOL_ERROR", kinds
+    (entry,) = server.wait_for(1, connection="true")
+    assert entry["protocol"] == "h2" and entry["tls"]["alpn"] == "h2" and "PROTOCOL_ERROR" in entry["error"]
+    assert curl(server, "/ok")[:2] == (0, "still here")
+
+
+def test_an_hpack_bomb_is_answered_431(h2server):
+    """A 4 KB field put in the dynamic table once, then referenced by one byte a hundred times: 400 KB decoded
+    from 4 KB sent. The decoded size counts against the 64 KiB limit: 431, and the connection goes on."""
+    server = h2server(routes=[route("ok", ok("still here"))])
+    # HPACK: literal with incremental indexing, new name (0x40): x-bomb: 4000 × "b"; it becomes index 62.
+    value = b"b" * 4000
+    first = bytes([0x40, 0x06]) + b"x-bomb" + bytes([0x7F, 4000 - 127 - 128 * ((4000 - 127) // 128) + 128,
+                                                       (4000 - 127) // 128]) + value
+    block = bytes([0x82, 0x86, 0x84, 0x41, 0x01]) + b"x" + first + bytes([0x80 | 62]) * 100
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        sock.sendall(PREFACE + EMPTY_SETTINGS + len(block).to_bytes(3, "big") + b"\x01\x05\x00\x00\x00\x01" + block)
+        answer = b""
+        deadline = time.monotonic() + 5
+        while not any(kind == 0x0 and flags & 1 for kind, flags, *_ in frames(answer)) and time.monotonic() < deadline:
+            sock.settimeout(max(0.01, deadline - time.monotonic()))
+            answer += sock.recv(65536)
+    headers = [payload for kind, _, stream, payload in frames(answer) if kind == 0x1 and stream == 1]
+    assert headers and b"431" in headers[0], frames(answer)
+    (entry,) = server.wait_for(1, malformed="true")
+    assert entry["response"]["status"] == 431 and "header section larger than 65536 bytes" in entry["error"]
+    assert curl(server, "/ok", tls=False)[:2] == (0, "still here")
+
+
 def test_a_request_that_never_ends_is_answered_408_and_journaled(h2server):
     server = h2server(routes=[route("up", ok(), method="POST")], args=["--header-timeout", "300"])
     # HPACK: :method POST (0x83), :scheme http (0x86), :path literal "/up", :authority literal "x".
