@@ -151,39 +151,39 @@ final class Dispatcher {
     /// An HTTP/2 connection that broke the protocol as a whole (a bad preface, a flood, a bad HPACK block):
     /// answered with GOAWAY by the codec, journaled here as a connection entry naming the error.
     func journalProtocolError(_ connection: ConnectionInfo, _ reason: String, acceptedAt: Arrival) {
-        var entry = JournalEntry(
-            receivedAtWall: acceptedAt.wall, receivedAtMonotonicNanos: acceptedAt.monotonicNanos,
-            connectionID: connection.id, indexOnConnection: 0, clientAddress: connection.clientAddress, head: nil,
-            malformed: "HTTP/2 connection error: \(reason)")
-        entry.isConnectionEntry = true
-        entry.tls = connection.tls
+        var entry = Self.connectionEntry(connection, acceptedAt: acceptedAt, malformed: "HTTP/2 connection error: \(reason)")
         entry.exchangeProtocol = .http2
         entry.outcome = .rejected
-        entry.finishedAtMonotonicNanos = Clock.monotonicNanos()
         core.record(entry)
     }
 
     /// An HTTP/2 connection whose PINGs the scenario asked about ended: a connection entry with its summary.
     func journalHTTP2Connection(_ connection: ConnectionInfo, _ summary: HTTP2ConnectionSummary, acceptedAt: Arrival) {
-        var entry = JournalEntry(
-            receivedAtWall: acceptedAt.wall, receivedAtMonotonicNanos: acceptedAt.monotonicNanos,
-            connectionID: connection.id, indexOnConnection: 0, clientAddress: connection.clientAddress, head: nil)
-        entry.isConnectionEntry = true
-        entry.tls = connection.tls
+        var entry = Self.connectionEntry(connection, acceptedAt: acceptedAt)
         entry.exchangeProtocol = .http2
         entry.http2 = summary
         entry.outcome = .completed
-        entry.finishedAtMonotonicNanos = Clock.monotonicNanos()
         core.record(entry)
+    }
+
+    /// A connection entry (no request): when the connection began and ended, its client and its TLS.
+    private static func connectionEntry(
+        _ connection: ConnectionInfo, acceptedAt: Arrival, malformed: String? = nil
+    ) -> JournalEntry {
+        var entry = JournalEntry(
+            receivedAtWall: acceptedAt.wall, receivedAtMonotonicNanos: acceptedAt.monotonicNanos,
+            connectionID: connection.id, indexOnConnection: 0, clientAddress: connection.clientAddress, head: nil,
+            malformed: malformed)
+        entry.isConnectionEntry = true
+        entry.tls = connection.tls
+        entry.finishedAtMonotonicNanos = Clock.monotonicNanos()
+        return entry
     }
 
     /// A TLS connection that produced no request: its handshake failed, hung, timed out, or completed and the
     /// client left without asking anything. "The client tried three times and gave up" is three of these.
     func journalConnection(_ connection: ConnectionInfo, _ tls: TLSSummary, acceptedAt: Arrival) {
-        var entry = JournalEntry(
-            receivedAtWall: acceptedAt.wall, receivedAtMonotonicNanos: acceptedAt.monotonicNanos,
-            connectionID: connection.id, indexOnConnection: 0, clientAddress: connection.clientAddress, head: nil)
-        entry.isConnectionEntry = true
+        var entry = Self.connectionEntry(connection, acceptedAt: acceptedAt)
         entry.tls = tls
         entry.fault = tls.fault
         entry.scenario = tls.scenario
@@ -194,7 +194,6 @@ final class Dispatcher {
         case .pending: .cancelled
         case .alertSent, .clientAlert, .timedOut, .notTLS, .failed: .rejected
         }
-        entry.finishedAtMonotonicNanos = Clock.monotonicNanos()
         core.record(entry)
     }
 }

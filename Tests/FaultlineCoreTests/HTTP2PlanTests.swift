@@ -1,20 +1,9 @@
 import Testing
 @testable import FaultlineCore
 
-private func load(_ json: String) throws -> Scenario {
-    try ScenarioLoader.load(bytes: Array(json.utf8), file: "h2.json", directory: nil)
-}
+private func load(_ json: String) throws -> Scenario { try ScenarioTestSupport.load(json, file: "h2.json") }
 
-private func errors(_ json: String) -> [String] {
-    do {
-        _ = try load(json)
-        return []
-    } catch let error as ScenarioLoadError {
-        return error.errors.map { "\($0.jsonPath): \($0.message)" }
-    } catch {
-        return ["\(error)"]
-    }
-}
+private func errors(_ json: String) -> [String] { ScenarioTestSupport.errors(json, file: "h2.json") }
 
 /// A scenario with one route at /x whose members are `route` (JSON text without braces).
 private func routeJSON(_ route: String, extra: String = "") -> String {

@@ -7,20 +7,9 @@ private func scenarioJSON(_ tls: String, name: String = "s") -> String {
     #"{"name": "\#(name)", "tls": \#(tls), "routes": [{"id": "r", "match": {"path": "/x"}, "responses": [{}]}]}"#
 }
 
-private func load(_ json: String) throws -> Scenario {
-    try ScenarioLoader.load(bytes: Array(json.utf8), file: "tls.json", directory: nil)
-}
+private func load(_ json: String) throws -> Scenario { try ScenarioTestSupport.load(json, file: "tls.json") }
 
-private func errors(_ json: String) -> [String] {
-    do {
-        _ = try load(json)
-        return []
-    } catch let error as ScenarioLoadError {
-        return error.errors.map { "\($0.jsonPath): \($0.message)" }
-    } catch {
-        return ["\(error)"]
-    }
-}
+private func errors(_ json: String) -> [String] { ScenarioTestSupport.errors(json, file: "tls.json") }
 
 @Suite("TLS sections and handshake decisions")
 struct TLSPlanTests {

@@ -387,12 +387,7 @@ final class HTTP2Connection {
             io.journalHTTP2(summary)
         }
         for stream in streams.values {
-            stream.timer?.cancel()
-            stream.timer = nil
-            stream.windowTimer?.cancel()
-            stream.windowTimer = nil
-            stream.requestTimer?.cancel()
-            stream.requestTimer = nil
+            stream.cancelTimers()
         }
         endAllStreams(.clientClosed)
         io.close(abortive: abortive)
@@ -565,12 +560,7 @@ final class HTTP2Connection {
     /// nghttp2 closed the stream: its response is complete, or it was reset by either side.
     fileprivate func streamClosed(_ id: Int32, errorCode: UInt32) {
         guard let stream = streams.removeValue(forKey: id) else { return }
-        stream.timer?.cancel()
-        stream.timer = nil
-        stream.windowTimer?.cancel()
-        stream.windowTimer = nil
-        stream.requestTimer?.cancel()
-        stream.requestTimer = nil
+        stream.cancelTimers()
         if let exchange = stream.exchange {
             if !exchange.ended {
                 let outcome: ExchangeOutcome = errorCode == NGHTTP2_NO_ERROR.rawValue && stream.sentEnd
@@ -1051,6 +1041,15 @@ final class HTTP2Stream {
     var requestTimer: CancellableTimer?
     /// The answer is a 408 to a request still arriving: RST_STREAM NO_ERROR once it is out.
     var resetWhenAnswered = false
+
+    func cancelTimers() {
+        timer?.cancel()
+        timer = nil
+        windowTimer?.cancel()
+        windowTimer = nil
+        requestTimer?.cancel()
+        requestTimer = nil
+    }
     /// No more steps are pulled (ended, hanging, reset).
     var stopped = false
     /// A `hang`: released, not cut short, when the client gives up.
