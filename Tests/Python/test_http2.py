@@ -205,6 +205,56 @@ def test_httpx_and_go_get_the_same_answers_over_h2(h2server, go_client):
     assert {e["response"]["httpVersion"] for e in har["log"]["entries"]} == {"HTTP/2"}
 
 
+def plain_bundled_paths():
+    """The bundled GET routes with no fault, no auth and no chaos: what any client gets the same over both."""
+    found = []
+    for file in sorted(SCENARIOS.glob("*.json")):
+        if file.name == "faultline.schema.json":
+            continue
+        document = json.loads(file.read_text())
+        if "auth" in document:
+            continue
+        for r in document["routes"]:
+            match = r["match"]
+            if (match.get("method", "GET") not in ("GET", ["GET", "HEAD"]) or set(match) - {"method", "path"}
+                    or "chaos" in r or "idempotency" in r or any("fault" in step for step in r["responses"])):
+                continue
+            found.append(re.sub(r"\{[^}]+\}", "7", match["path"]))
+    return found
+
+
+def test_httpx_and_go_get_the_same_answers_from_the_bundled_scenarios_over_h2(start_faultline, go_client, tmp_path):
+    """Each bundled plain GET route, over HTTP/1.1 and then over h2 after a reset: httpx (http2 off, then on) and
+    Go (-http1, then its default transport) get the same statuses and bodies, and the journal the same steps."""
+    server = start_faultline(args=["--tls-port", "0", "--tls-dir", tmp_path / "tls"])
+    server.ca = tmp_path / "tls" / "ca.pem"
+    paths = plain_bundled_paths()
+    assert len(paths) >= 5, paths
+    urls = [f"https://localhost:{server.tls_port}{path}" for path in paths]
+    verify = ssl.create_default_context(cafile=str(server.ca))
+    for client in ["httpx", "go"]:
+        answers = {}
+        for protocol in ["http/1.1", "h2"]:
+            reset(server)
+            if client == "httpx":
+                with httpx.Client(http2=protocol == "h2", verify=verify, timeout=5) as session:
+                    answers[protocol] = [(r.status_code, r.text, r.http_version) for r in map(session.get, urls)]
+            else:
+                flags = ["-http1"] if protocol == "http/1.1" else []
+                done = subprocess.run([str(go_client), "-timeout", "5s", "-cacert", str(server.ca), *flags, *urls],
+                                      capture_output=True, text=True, timeout=120)
+                answers[protocol] = [(r["status"], r["bodyLength"]) for r in map(json.loads, done.stdout.splitlines())]
+            entries = [e for e in server.journal() if not e["path"].startswith("/__faultline")]
+            assert {e["protocol"] for e in entries} == {protocol}, (client, protocol)
+            answers[protocol + " steps"] = [(e["route"], e["step"], e["response"]["status"]) for e in entries]
+        if client == "httpx":
+            assert [a[:2] for a in answers["h2"]] == [a[:2] for a in answers["http/1.1"]]
+            assert {a[2] for a in answers["h2"]} == {"HTTP/2"}
+        else:
+            assert answers["h2"] == answers["http/1.1"]
+        assert answers["h2 steps"] == answers["http/1.1 steps"], client
+
+
 def test_a_hundred_streams_with_one_second_delays_finish_together(h2server):
     """100 concurrent streams on one connection, each delayed 1 s: none waits for another."""
     server = h2server(routes=[route("slow", {"status": 200, "delayMs": 1000, "text": "ok"})])
