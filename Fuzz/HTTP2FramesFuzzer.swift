@@ -246,7 +246,7 @@ enum HTTP2FramesFuzzCheck {
         let io = FakeIO()
         var settings = HTTP2ConnectionSettings()
         settings.maxPendingOutput = 64 * 1024
-        var connection: HTTP2Connection? = HTTP2Connection(io: io, settings: settings, overTLS: input[0] & 4 != 0)
+        var connection: HTTP2Connection? = HTTP2Connection(io: io, settings: settings)
         io.choiceSeed = input[1]
         var random = UInt64(input[0]) &* 0x9E37_79B9_7F4A_7C15 &+ UInt64(input[1])
         func nextRandom() -> UInt64 {

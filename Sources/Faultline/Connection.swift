@@ -127,7 +127,7 @@ final class Connection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDelegate 
         info.exchangeProtocol = .http2
         http2StartedAt = now()
         http2 = HTTP2Connection(
-            io: self, settings: server.http2Settings.applying(server.engine.http2Plan), overTLS: tls != nil)
+            io: self, settings: server.http2Settings.applying(server.engine.http2Plan))
     }
 
     // MARK: - HTTP1ConnectionIO

@@ -605,6 +605,21 @@ def read_all(sock, timeout=10.0):
     return data
 
 
+def read_until(sock, seen, timeout=5.0):
+    """Reads until `seen(frames)` holds for the whole frames received, or the deadline passes."""
+    data = b""
+    deadline = time.monotonic() + timeout
+    while not seen(frames(data)) and time.monotonic() < deadline:
+        sock.settimeout(max(0.01, deadline - time.monotonic()))
+        data += sock.recv(65536)
+    return data
+
+
+def stream_ended(received):
+    """A DATA frame with END_STREAM has arrived."""
+    return any(kind == 0x0 and flags & 1 for kind, flags, *_ in received)
+
+
 def goaway_error(data):
     goaways = [payload for kind, _, _, payload in frames(data) if kind == 0x7]
     assert goaways, f"no GOAWAY in {len(data)} bytes"
@@ -694,11 +709,7 @@ def test_streams_over_the_concurrency_limit_are_refused_and_journaled(h2server):
         # Before acknowledging our SETTINGS: nghttp2 refuses the extra stream (REFUSED_STREAM); once acknowledged,
         # exceeding the limit is a connection error (PROTOCOL_ERROR) — both are RFC 9113 §5.1.2's choices.
         sock.sendall(PREFACE + EMPTY_SETTINGS + headers(1) + headers(3))
-        data = b""
-        deadline = time.monotonic() + 5
-        while not any(kind == 0x0 and flags & 1 for kind, flags, *_ in frames(data)) and time.monotonic() < deadline:
-            sock.settimeout(max(0.01, deadline - time.monotonic()))
-            data += sock.recv(65536)
+        data = read_until(sock, stream_ended)
     resets = [(stream, int.from_bytes(payload, "big")) for kind, _, stream, payload in frames(data) if kind == 0x3]
     assert resets == [(3, 7)], resets  # REFUSED_STREAM
     entries = server.wait_for(2)
@@ -720,11 +731,7 @@ def test_a_header_section_over_the_limit_is_answered_431(h2server):
         data += len(piece).to_bytes(3, "big") + bytes([0x1 if index == 0 else 0x9, flags]) + b"\x00\x00\x00\x01" + piece
     with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
         sock.sendall(PREFACE + EMPTY_SETTINGS + data)
-        answer = b""
-        deadline = time.monotonic() + 5
-        while not any(kind == 0x0 and flags & 1 for kind, flags, *_ in frames(answer)) and time.monotonic() < deadline:
-            sock.settimeout(deadline - time.monotonic())
-            answer += sock.recv(65536)
+        answer = read_until(sock, stream_ended)
     headers = [payload for kind, _, stream, payload in frames(answer) if kind == 0x1 and stream == 1]
     assert headers and headers[0][:1] == b"\x48" and b"431" in headers[0], headers  # :status, literal "431"
     (entry,) = server.wait_for(1, malformed="true")
@@ -761,11 +768,7 @@ def test_an_hpack_bomb_is_answered_431(h2server):
     block = bytes([0x82, 0x86, 0x84, 0x41, 0x01]) + b"x" + first + bytes([0x80 | 62]) * 100
     with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
         sock.sendall(PREFACE + EMPTY_SETTINGS + len(block).to_bytes(3, "big") + b"\x01\x05\x00\x00\x00\x01" + block)
-        answer = b""
-        deadline = time.monotonic() + 5
-        while not any(kind == 0x0 and flags & 1 for kind, flags, *_ in frames(answer)) and time.monotonic() < deadline:
-            sock.settimeout(max(0.01, deadline - time.monotonic()))
-            answer += sock.recv(65536)
+        answer = read_until(sock, stream_ended)
     headers = [payload for kind, _, stream, payload in frames(answer) if kind == 0x1 and stream == 1]
     assert headers and b"431" in headers[0], frames(answer)
     (entry,) = server.wait_for(1, malformed="true")
@@ -780,11 +783,7 @@ def test_a_request_that_never_ends_is_answered_408_and_journaled(h2server):
     with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
         sock.sendall(PREFACE + EMPTY_SETTINGS + len(block).to_bytes(3, "big") + b"\x01\x04\x00\x00\x00\x01" + block
                      + b"\x00\x00\x0b\x00\x00\x00\x00\x00\x01half a body")
-        data = b""
-        deadline = time.monotonic() + 5
-        while not any(kind == 0x3 for kind, *_ in frames(data)) and time.monotonic() < deadline:
-            sock.settimeout(deadline - time.monotonic())
-            data += sock.recv(65536)
+        data = read_until(sock, lambda received: any(kind == 0x3 for kind, *_ in received))
     kinds = [(kind, stream) for kind, _, stream, _ in frames(data) if stream == 1]
     # HEADERS (408), DATA with END_STREAM, then RST_STREAM NO_ERROR: stop sending (RFC 9113 §8.1).
     assert kinds[0] == (0x1, 1) and kinds[-1] == (0x3, 1), kinds

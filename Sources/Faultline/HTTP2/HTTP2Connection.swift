@@ -80,8 +80,6 @@ struct HTTP2ConnectionSettings {
 final class HTTP2Connection {
     private unowned(unsafe) let io: HTTP2ConnectionIO
     private let settings: HTTP2ConnectionSettings
-    /// Whether the connection arrived over TLS (`h2`) or as cleartext prior knowledge (`h2c`).
-    let overTLS: Bool
     @exclusivity(unchecked) private var session: OpaquePointer?
     @exclusivity(unchecked) private var streams: [Int32: HTTP2Stream] = [:]
     @exclusivity(unchecked) private var requestCount = 0
@@ -104,10 +102,9 @@ final class HTTP2Connection {
     /// nghttp2's last message about what the client got wrong (its error callback).
     @exclusivity(unchecked) fileprivate var lastLibraryError: String?
 
-    init(io: HTTP2ConnectionIO, settings: HTTP2ConnectionSettings, overTLS: Bool) {
+    init(io: HTTP2ConnectionIO, settings: HTTP2ConnectionSettings) {
         self.io = io
         self.settings = settings
-        self.overTLS = overTLS
         var callbacks: OpaquePointer?
         nghttp2_session_callbacks_new(&callbacks)
         defer { nghttp2_session_callbacks_del(callbacks) }
@@ -218,18 +215,11 @@ final class HTTP2Connection {
         flush()
     }
 
-    func peerFinished() {
-        guard !closed else { return }
-        // An HTTP/2 client that half-closes is gone for our purposes: nothing it could send will come.
-        endAllStreams(.clientClosed)
-        finishClosing(abortive: false)
-    }
+    /// An HTTP/2 client that half-closes is gone for our purposes: nothing it could send will come. Its streams
+    /// end `client-closed` (`finishClosing`).
+    func peerFinished() { finishClosing(abortive: false) }
 
-    func peerFailed() {
-        guard !closed else { return }
-        endAllStreams(.clientClosed)
-        finishClosing(abortive: true)
-    }
+    func peerFailed() { finishClosing(abortive: true) }
 
     func drained() {
         guard !closed else { return }
@@ -307,17 +297,22 @@ final class HTTP2Connection {
     @exclusivity(unchecked) private var wroteAnything = false
     @exclusivity(unchecked) private var writingGathered = false
 
+    /// Hands the gathered frames to the transport; false when the client is gone. Small flushes keep their
+    /// buffer; a large body's does not stay with an idle connection.
+    private func sendGathered() -> Bool {
+        wroteAnything = true
+        let written = gathered.withUnsafeBytes { io.write($0) }
+        gathered.removeAll(keepingCapacity: gathered.capacity <= 16 * 1024)
+        return written
+    }
+
     /// Writes the gathered frames; false when the connection closed (the client is gone) or reading paused.
     private func writeGathered() -> Bool {
         guard !gathered.isEmpty, !writingGathered, !closed else { return !closed }
         writingGathered = true
-        wroteAnything = true
-        let written = gathered.withUnsafeBytes { io.write($0) }
-        // Small flushes keep their buffer; a large body's does not stay with an idle connection.
-        gathered.removeAll(keepingCapacity: gathered.capacity <= 16 * 1024)
+        let written = sendGathered()
         writingGathered = false
         if !written {
-            endAllStreams(.clientClosed)
             finishClosing(abortive: true)
             return false
         }
@@ -370,10 +365,7 @@ final class HTTP2Connection {
     private func finishClosing(abortive: Bool) {
         guard !closed else { return }
         // Frames gathered before the close go out before the FIN, as they did when each was written at once.
-        if !abortive && !gathered.isEmpty && !writingGathered {
-            wroteAnything = true
-            _ = gathered.withUnsafeBytes { io.write($0) }
-        }
+        if !abortive && !gathered.isEmpty && !writingGathered { _ = sendGathered() }
         gathered.removeAll()
         closed = true
         gracefulTimer?.cancel()
@@ -385,9 +377,6 @@ final class HTTP2Connection {
         if settings.pingEveryMilliseconds != nil || !settings.ackPings {
             summary.streams = requestCount
             io.journalHTTP2(summary)
-        }
-        for stream in streams.values {
-            stream.cancelTimers()
         }
         endAllStreams(.clientClosed)
         io.close(abortive: abortive)
@@ -401,8 +390,7 @@ final class HTTP2Connection {
 
     private func endAllStreams(_ outcome: ExchangeOutcome) {
         for stream in Array(streams.values) {
-            stream.timer?.cancel()
-            stream.timer = nil
+            stream.cancelTimers()
             if stream.exchange != nil {
                 end(stream, outcome)
             } else if !stream.journaled {
@@ -451,8 +439,6 @@ final class HTTP2Connection {
         switch name {
         case ":method": stream.method = value
         case ":path": stream.path = value
-        case ":authority": stream.authority = value
-        case ":scheme": stream.scheme = value
         default: break
         }
         stream.headers.append(name: name, value: value)
@@ -461,7 +447,6 @@ final class HTTP2Connection {
 
     fileprivate func data(_ id: Int32, _ bytes: UnsafeRawBufferPointer) {
         guard let stream = streams[id] else { return }
-        stream.bodySize += bytes.count
         if stream.body.count + bytes.count > settings.parserLimits.maxBodyBytes {
             if stream.error == nil {
                 stream.error = HTTPParseError(
@@ -502,10 +487,8 @@ final class HTTP2Connection {
         guard let stream = streams[id], stream.exchange == nil, !stream.journaled else { return }
         stream.requestTimer?.cancel()
         stream.requestTimer = nil
-        let head = HTTPRequestHead(
-            method: stream.method, target: stream.path, version: .http2, headers: stream.headers)
-        let context = RequestContext(
-            arrival: stream.arrival, arrivedNow: false, indexOnConnection: stream.index, stream: Int(stream.id))
+        let head = stream.requestHead
+        let context = stream.requestContext
         if let last = goawayLastStream, id > last {
             // Above our GOAWAY's last stream id: journaled, never processed (RFC 9113 §6.8).
             stream.journaled = true
@@ -515,7 +498,7 @@ final class HTTP2Connection {
         let exchange: Exchange
         if var error = stream.error {
             error.head = head
-            error.requestLinePrefix = "\(stream.method) \(stream.path) HTTP/2"
+            error.requestLinePrefix = stream.requestLine
             exchange = io.reject(error, context, body: stream.body)
         } else {
             exchange = io.dispatch(HTTPRequest(head: head, body: stream.body), context)
@@ -544,16 +527,13 @@ final class HTTP2Connection {
         stream?.requestTimer?.cancel()
         stream?.windowTimer?.cancel()
         let refused = libraryError == NGHTTP2_ERR_REFUSED_STREAM.rawValue
-        let context = RequestContext(
-            arrival: stream?.arrival ?? io.now(), arrivedNow: false, indexOnConnection: stream?.index ?? requestCount,
-            stream: Int(id))
-        let method = stream?.method ?? ""
-        let head = method.isEmpty ? nil
-            : HTTPRequestHead(method: method, target: stream?.path ?? "", version: .http2, headers: stream?.headers ?? HTTPHeaders())
+        let context = stream?.requestContext ?? RequestContext(
+            arrival: io.now(), arrivedNow: false, indexOnConnection: requestCount, stream: Int(id))
+        let known = stream.flatMap { $0.method.isEmpty ? nil : $0 }
         let error = HTTPParseError(
             status: 400, reason: "HTTP/2 stream \(id) \(refused ? "refused (RST_STREAM REFUSED_STREAM)" : "rejected"): "
-                + Self.describe(libraryError), head: head,
-            requestLinePrefix: head.map { "\($0.method) \($0.target) HTTP/2" } ?? "(HTTP/2 stream \(id))")
+                + Self.describe(libraryError), head: known?.requestHead,
+            requestLinePrefix: known?.requestLine ?? "(HTTP/2 stream \(id))")
         io.journalUnanswered(nil, error, context, refused ? .notProcessed : .rejected)
     }
 
@@ -577,28 +557,20 @@ final class HTTP2Connection {
     /// A stream that ended before its request was complete: journaled with what arrived.
     private func journalIncomplete(_ stream: HTTP2Stream, _ outcome: ExchangeOutcome) {
         guard !stream.method.isEmpty else { return }
-        let head = HTTPRequestHead(method: stream.method, target: stream.path, version: .http2, headers: stream.headers)
-        let context = RequestContext(
-            arrival: stream.arrival, arrivedNow: false, indexOnConnection: stream.index, stream: Int(stream.id))
         let error = HTTPParseError(
-            status: 400, reason: "the stream ended before its request was complete (no END_STREAM)", head: head,
-            requestLinePrefix: "\(stream.method) \(stream.path) HTTP/2")
-        io.journalUnanswered(nil, error, context, outcome)
+            status: 400, reason: "the stream ended before its request was complete (no END_STREAM)",
+            head: stream.requestHead, requestLinePrefix: stream.requestLine)
+        io.journalUnanswered(nil, error, stream.requestContext, outcome)
     }
 
     private func end(_ stream: HTTP2Stream, _ outcome: ExchangeOutcome) {
         guard let exchange = stream.exchange, exchange.end() else { return }
         // A hang the client gave up on was released, as over HTTP/1.1.
         let outcome = stream.hanging && outcome == .clientClosed ? .hangReleased : outcome
-        stream.timer?.cancel()
-        stream.timer = nil
+        stream.cancelTimers()
         // An admin exchange's completion runs once its bytes are out (it may stop the server): the frames that
         // ended it reach the transport first. Others wait for the rest of the flush (one write for all).
-        if exchange.afterCompletion != nil && !gathered.isEmpty && !writingGathered && !closed {
-            wroteAnything = true
-            _ = gathered.withUnsafeBytes { io.write($0) }
-            gathered.removeAll(keepingCapacity: true)
-        }
+        if exchange.afterCompletion != nil && !gathered.isEmpty && !writingGathered && !closed { _ = sendGathered() }
         io.finished(exchange, outcome, at: nil)
     }
 
@@ -717,8 +689,6 @@ final class HTTP2Connection {
         nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), lastStream, code, nil, 0)
         // Streams above the last stream id were not processed (RFC 9113 §6.8): the client may retry them.
         for stream in streams.values where stream.id > lastStream {
-            stream.timer?.cancel()
-            stream.timer = nil
             stream.stopped = true
             if stream.exchange != nil { end(stream, .notProcessed) }
         }
@@ -1013,12 +983,9 @@ final class HTTP2Stream {
     let index: Int
     var method = ""
     var path = ""
-    var authority: String?
-    var scheme: String?
     var headers = HTTPHeaders()
     var headerBytes = 0
     var body: [UInt8] = []
-    var bodySize = 0
     var error: HTTPParseError?
     var exchange: Exchange?
     /// Journaled (dispatched, or recorded as cut short).
@@ -1041,6 +1008,16 @@ final class HTTP2Stream {
     var requestTimer: CancellableTimer?
     /// The answer is a 408 to a request still arriving: RST_STREAM NO_ERROR once it is out.
     var resetWhenAnswered = false
+
+    /// The request as it arrived so far: pseudo-headers stay among the headers, as received.
+    var requestHead: HTTPRequestHead {
+        HTTPRequestHead(method: method, target: path, version: .http2, headers: headers)
+    }
+    var requestContext: RequestContext {
+        RequestContext(arrival: arrival, arrivedNow: false, indexOnConnection: index, stream: Int(id))
+    }
+    /// The journal's request line for a request that could not be served.
+    var requestLine: String { "\(method) \(path) HTTP/2" }
 
     func cancelTimers() {
         timer?.cancel()

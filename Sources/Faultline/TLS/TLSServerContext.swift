@@ -80,11 +80,12 @@ final class TLSServerContext {
                 onlyHTTP2 = alpn == ["h2"]
                 // The answer must point into memory that outlives this callback: the client's own list.
                 result = OPENSSL_NPN_NO_OVERLAP
-                if let chosen = alpn.first(where: { TLSServerContext.find($0, in: offered, offeredLength) != nil }),
-                   let inOffer = TLSServerContext.find(chosen, in: offered, offeredLength) {
+                for name in alpn {
+                    guard let inOffer = TLSServerContext.find(name, in: offered, offeredLength) else { continue }
                     selected = UnsafeMutablePointer(mutating: inOffer + 1)
-                    outLength?.pointee = UInt8(chosen.utf8.count)
+                    outLength?.pointee = UInt8(name.utf8.count)
                     result = OPENSSL_NPN_NEGOTIATED
+                    break
                 }
             } else {
                 result = SSL_select_next_proto(

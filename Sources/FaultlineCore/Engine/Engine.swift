@@ -453,7 +453,8 @@ package final class Engine {
     private func refuseProtocol(
         _ loaded: LoadedRoute, _ carried: ExchangeProtocol, _ request: HTTPRequest, notes: inout [JournalNote]
     ) -> Decision {
-        let served = ExchangeProtocol.allCases.filter(loaded.protocols.contains).map(\.rawValue).joined(separator: ", ")
+        let names = ExchangeProtocol.allCases.filter(loaded.protocols.contains).map(\.rawValue)
+        let served = names.joined(separator: ", ")
         let why = loaded.route.protocols == nil
             ? "its faults exist only on \(served)" : "its \"protocols\" are \(served)"
         notes.append(.remark("route \(loaded.id) does not serve \(carried.rawValue): \(why)"))
@@ -465,7 +466,7 @@ package final class Engine {
         case .http1:
             let body: JSONValue = .object([
                 ("error", .string("route \(loaded.id) does not serve \(carried.rawValue)")),
-                ("protocols", .array(ExchangeProtocol.allCases.filter(loaded.protocols.contains).map { .string($0.rawValue) })),
+                ("protocols", .array(names.map(JSONValue.string))),
                 ("hint", .string("\(why); use a client that speaks \(served)")),
             ])
             script = ResponseScript.simple(for: request, response: .json(505, body))

@@ -165,13 +165,22 @@ package enum Verdicts {
         return order.map { groups[$0]! }
     }
 
+    /// The POSTs and PATCHes sent without an idempotency key, each with what makes two of them the same
+    /// request (method, target and body). A request auth refused never reached its route: sending it again with
+    /// a token is no retry.
+    private static func keylessNonIdempotent(_ entries: [JournalEntry]) -> [(identity: String, entry: JournalEntry)] {
+        entries.compactMap { entry in
+            guard entry.route != nil, entry.answeredBy != .auth, let head = entry.head,
+                  ["POST", "PATCH"].contains(head.method), head.headers["idempotency-key"] == nil else { return nil }
+            let fingerprint = IdempotencyStore.fingerprint(method: head.method, target: head.target, body: entry.body)
+            return ("\(head.method) \(head.target) \(fingerprint)", entry)
+        }
+    }
+
     private static func retriesOnlyReplayable(_ input: VerdictInput) -> Verdict {
         var seen: [String: Int] = [:]
-        // A request auth refused never reached its route: sending it again with a token is no retry.
-        for entry in input.entries where entry.route != nil && entry.answeredBy != .auth {
-            guard let head = entry.head, ["POST", "PATCH"].contains(head.method),
-                  head.headers["idempotency-key"] == nil else { continue }
-            let identity = "\(head.method) \(head.target) \(IdempotencyStore.fingerprint(method: head.method, target: head.target, body: entry.body))"
+        for (identity, entry) in keylessNonIdempotent(input.entries) {
+            let head = entry.head!
             if let first = seen[identity] {
                 return Verdict(
                     rule: "retriesOnlyReplayable", passed: false,
@@ -191,10 +200,8 @@ package enum Verdicts {
     private static func retriesOnlyUnprocessed(_ input: VerdictInput) -> Verdict {
         var last: [String: JournalEntry] = [:]
         var safe: [(JournalEntry, JournalEntry)] = []
-        for entry in input.entries where entry.route != nil && entry.answeredBy != .auth {
-            guard let head = entry.head, ["POST", "PATCH"].contains(head.method),
-                  head.headers["idempotency-key"] == nil else { continue }
-            let identity = "\(head.method) \(head.target) \(IdempotencyStore.fingerprint(method: head.method, target: head.target, body: entry.body))"
+        for (identity, entry) in keylessNonIdempotent(input.entries) {
+            let head = entry.head!
             defer { last[identity] = entry }
             guard let earlier = last[identity] else { continue }
             if earlier.outcome == .notProcessed {
