@@ -472,9 +472,11 @@ def test_client_certificate_required(https, go_client, run_cli, tmp_path):
     assert isinstance(error, requests.exceptions.SSLError) and "TLSV13_ALERT_CERTIFICATE_REQUIRED" in str(error)
     result = go(go_client, server)
     assert result["error"].endswith("remote error: tls: certificate required"), result
+    # Each client makes at least one attempt; one of them occasionally dials a second connection after
+    # the refusal (CI saw four), so the count is a floor and every attempt must carry the same alert.
     entries = server.wait_for(3, connection=True)
-    assert [(e["tls"]["alertSent"], e["tls"]["error"]) for e in entries] == [
-        ("certificate_required", "peer did not return a certificate")] * 3
+    assert len(entries) >= 3 and {(e["tls"]["alertSent"], e["tls"]["error"]) for e in entries} == {
+        ("certificate_required", "peer did not return a certificate")}, entries
 
     out = tmp_path / "client"  # `ca --client-cert --out` creates the folder
     issued = run_cli("ca", "--tls-dir", server.tls_dir, "--client-cert", "alice", "--out", out)
