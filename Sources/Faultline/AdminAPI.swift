@@ -33,6 +33,8 @@ final class AdminAPI {
         ("GET", "/__faultline/report", "verdicts: each scenario's expect rules judged against the journal, with evidence"),
         ("GET", "/__faultline/state", "tokens, refresh counts, rate-limit buckets, Retry-After judgements, idempotency records, side effects"),
         ("POST", "/__faultline/auth/expire", "expire the current access token now"),
+        ("GET", "/__faultline/resources", "every resource's instances: version, ETag, Last-Modified, size"),
+        ("POST", "/__faultline/resources/change", "a new version of a resource (or one instance, or delete it) behind the client's back"),
         ("POST", "/__faultline/shutdown", "stop the server after answering"),
         ("GET", "/__faultline/openapi.json", "this API described in OpenAPI 3.1 (docs/openapi.json)"),
     ]
@@ -51,7 +53,8 @@ final class AdminAPI {
         case "requests/count", "requests/wait", "requests.har": methods = ["GET"]
         case "scenarios": methods = ["GET", "POST"]
         case "scenarios/reset", "scenarios/reload", "shutdown", "auth/expire": methods = ["POST"]
-        case "state", "report", "openapi.json": methods = ["GET"]
+        case "state", "report", "openapi.json", "resources": methods = ["GET"]
+        case "resources/change": methods = ["POST"]
         default:
             respond(404, .object([
                 ("error", .string("no admin endpoint \(request.path)")),
@@ -165,6 +168,11 @@ final class AdminAPI {
             } else {
                 respond(409, .object([("error", .string("no loaded scenario declares auth"))]))
             }
+        case ("GET", "resources"), ("HEAD", "resources"):
+            respond(200, .object([("resources", core.engine.resources.json())]))
+        case ("POST", "resources/change"):
+            let answer = core.engine.resourceChange(request.body, now: core.now())
+            respond(answer.status, answer.body)
         case ("GET", "openapi.json"), ("HEAD", "openapi.json"):
             // The bytes of docs/openapi.json as they are, not re-serialized JSON.
             let document = HTTPResponse(

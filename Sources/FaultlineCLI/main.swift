@@ -42,7 +42,8 @@ case .validate(let paths):
     do {
         let scenarios = try ScenarioLoader.load(paths: paths)
         let routes = scenarios.reduce(0) { $0 + $1.routes.count }
-        print("ok: \(scenarios.count) scenario(s), \(routes) route(s)")
+        let resources = scenarios.reduce(0) { $0 + $1.resources.count }
+        print("ok: \(scenarios.count) scenario(s), \(routes) route(s)" + (resources > 0 ? ", \(resources) resource(s)" : ""))
     } catch {
         for problem in error.errors { FileHandle.standardError.write(Data("\(problem)\n".utf8)) }
         FileHandle.standardError.write(Data("faultline: \(error.errors.count) problem(s) found\n".utf8))

@@ -36,6 +36,8 @@ public struct FaultlineRemote: FaultlineControl {
         ("GET", "/__faultline/report", "report()"),
         ("GET", "/__faultline/state", "state()"),
         ("POST", "/__faultline/auth/expire", "expireToken()"),
+        ("GET", "/__faultline/resources", "resources()"),
+        ("POST", "/__faultline/resources/change", "changeResource(_:)"),
         ("POST", "/__faultline/shutdown", "shutdown()"),
         ("GET", "/__faultline/openapi.json", "openAPIDocument()"),
     ]
@@ -169,6 +171,20 @@ public struct FaultlineRemote: FaultlineControl {
     /// `POST /__faultline/auth/expire`: expires the current access token now. Throws `Failure` (status 409) when no
     /// loaded scenario declares `auth`.
     public func expireToken() async throws { _ = try await call("POST", "auth/expire") }
+
+    // MARK: - Resources
+
+    /// `GET /__faultline/resources`: every resource and its instances (version, ETag, Last-Modified, size).
+    public func resources() async throws -> JSONValue { try await call("GET", "resources") }
+
+    /// `POST /__faultline/resources/change`: `change` is `{"id": …, "path"?: …, "json"|"text"|"base64"?: …,
+    /// "delete"?: true}`. Returns the resource as `resources()` lists it.
+    @discardableResult
+    public func changeResource(_ change: JSONValue) async throws -> JSONValue {
+        var body: [UInt8] = []
+        change.serialize(into: &body)
+        return try Self.parse(try await send("POST", "resources/change", body: Data(body)), "POST /__faultline/resources/change")
+    }
 
     // MARK: - The server
 

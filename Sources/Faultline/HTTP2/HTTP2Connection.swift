@@ -604,7 +604,16 @@ final class HTTP2Connection {
         case .head(let head):
             stream.head = head
         case .body(let bytes):
-            stream.pending.append(contentsOf: bytes)
+            // After a slice, bytes queue behind it (a multipart/byteranges part header) to keep the order.
+            if stream.slices.isEmpty {
+                stream.pending.append(contentsOf: bytes)
+            } else {
+                stream.slices.append(BodySlice(BodySource(bytes: bytes)))
+            }
+            if stream.submitted { resume(stream) }
+        case .stream(let slice):
+            // Read from the source as nghttp2 asks for DATA (flow control and `maxPendingOutput` pace it).
+            stream.slices.append(slice)
             if stream.submitted { resume(stream) }
         case .end:
             stream.eof = true
@@ -791,7 +800,7 @@ final class HTTP2Connection {
     private func submit(_ stream: HTTP2Stream) {
         guard let head = stream.head, let session, !stream.submitted, !writeShut else { return }
         stream.submitted = true
-        let withBody = !(stream.eof && stream.pending.isEmpty)
+        let withBody = !(stream.eof && stream.pendingCount == 0)
         // Plain steps share their head: the fields of the last one rendered are kept.
         if head !== lastHead {
             lastHead = head
@@ -836,18 +845,31 @@ final class HTTP2Connection {
             stream.deferredRead = true
             return Int(NGHTTP2_ERR_DEFERRED.rawValue)
         }
-        let count = min(available, length)
-        stream.pending.withUnsafeBytes { source in
-            buffer.update(from: source.bindMemory(to: UInt8.self).baseAddress! + stream.pendingOffset, count: count)
-        }
-        stream.pendingOffset += count
-        if stream.pendingOffset == stream.pending.count {
-            stream.pending.removeAll(keepingCapacity: true)
-            stream.pendingOffset = 0
-            if stream.eof && stream.afterPendingSent == nil {
-                flags?.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
-                stream.sentEnd = true
+        let count: Int
+        if stream.pendingOffset < stream.pending.count {
+            count = min(stream.pending.count - stream.pendingOffset, length)
+            stream.pending.withUnsafeBytes { source in
+                buffer.update(from: source.bindMemory(to: UInt8.self).baseAddress! + stream.pendingOffset, count: count)
             }
+            stream.pendingOffset += count
+            if stream.pendingOffset == stream.pending.count {
+                stream.pending.removeAll(keepingCapacity: true)
+                stream.pendingOffset = 0
+            }
+        } else {
+            let slice = stream.slices[0]
+            count = min(slice.count - stream.sliceOffset, length)
+            let start = slice.range.lowerBound + stream.sliceOffset
+            slice.source.copy(start..<(start + count), into: UnsafeMutableRawPointer(buffer))
+            stream.sliceOffset += count
+            if stream.sliceOffset == slice.count {
+                stream.slices.removeFirst()
+                stream.sliceOffset = 0
+            }
+        }
+        if stream.pendingCount == 0 && stream.eof && stream.afterPendingSent == nil {
+            flags?.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
+            stream.sentEnd = true
         }
         return count
     }
@@ -995,7 +1017,13 @@ final class HTTP2Stream {
     /// Body bytes rendered and not yet handed to nghttp2.
     var pending: [UInt8] = []
     var pendingOffset = 0
-    var pendingCount: Int { pending.count - pendingOffset }
+    /// Slices of large bodies (`ScriptStep.stream`) after `pending`, read as nghttp2 asks for DATA;
+    /// `sliceOffset` bytes of the first are sent.
+    var slices: [BodySlice] = []
+    var sliceOffset = 0
+    var pendingCount: Int {
+        pending.count - pendingOffset + (slices.isEmpty ? 0 : slices.reduce(-sliceOffset) { $0 + $1.count })
+    }
     /// The script reached `end`: END_STREAM after the pending bytes.
     var eof = false
     var sentEnd = false

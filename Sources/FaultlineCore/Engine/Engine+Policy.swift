@@ -88,6 +88,7 @@ extension Engine {
             case .expireToken: policy.authority?.expire()
             case .rotateToken: policy.authority?.issue(nowMilliseconds: now.monotonicMilliseconds)
             case .resetBuckets(let id): policy.limiter.reset(ruleID: id)
+            case .changeResource(let id, let delete): _ = changeResource(id, delete: delete, now: now)
             }
         }
     }

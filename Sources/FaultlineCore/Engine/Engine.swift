@@ -25,6 +25,8 @@ package final class Decision {
     @exclusivity(unchecked) package var notes: [JournalNote] = []
     /// Tell the engine when the exchange ends (`Engine.finish`).
     @exclusivity(unchecked) package var completion: ExchangeCompletion?
+    /// A resource answered: what the request carried and what was decided.
+    @exclusivity(unchecked) package var resource: ResourceRecord?
 
     init(scenario: String?, route: DecisionSource?, step: Int?, unmatched: UnmatchedInfo?, script: ResponseScript) {
         self.scenario = scenario
@@ -51,6 +53,7 @@ extension JournalEntry {
         chaos = decision.chaos
         notes = decision.notes
         policyClose = decision.script.policyClose
+        resource = decision.resource
     }
 }
 
@@ -126,6 +129,8 @@ package final class Engine {
     @exclusivity(unchecked) private var loadedAt = EngineInstant()
     /// Handshakes decided so far, per scenario index with a `tls` section (`decideHandshake`).
     @exclusivity(unchecked) var handshakesServed: [Int: Int] = [:]
+    /// The resources of the loaded scenarios and their instances' versions.
+    package let resources = ResourceStore()
 
     private struct CursorKey: Hashable {
         var route: Int
@@ -190,6 +195,7 @@ package final class Engine {
                     prepared: route.responses.map(PreparedStep.init)))
             }
         }
+        resources.load(scenarios, now: now)
         reset()
     }
 
@@ -209,6 +215,7 @@ package final class Engine {
             seed: Self.streamSeed(scenarioSeed: tokenSeed, routeID: DecisionSource.tokenEndpoint.description, partition: nil))
         nextResourceID = 1
         policy = PolicyState(scenarios: scenarios, now: now ?? loadedAt)
+        resources.reset(now: now ?? loadedAt)
     }
 
 
@@ -256,6 +263,7 @@ package final class Engine {
                 return play(index, input, parameters, requestID: requestID, now: now, extraHeaders: extraHeaders, notes: &notes)
             }
         }
+        if let decision = resourceDecision(input, now: now, extraHeaders: extraHeaders) { return decision }
         let info = unmatchedInfo(input)
         return Decision(
             scenario: nil, route: nil, step: nil, unmatched: info,
@@ -378,7 +386,13 @@ package final class Engine {
         let stepIndex = loaded.stepEnds.firstIndex(where: { position < $0 }) ?? loaded.stepEnds.count - 1
         let prepared = loaded.prepared[stepIndex]
         let plan: ResponseScript
-        if let cached = ResponsePlanner.cachedPlan(
+        var resourceRecord: ResourceRecord?
+        if let reference = prepared.step.resource, let (script, record) = resourceStep(
+            reference, prepared.step, scenarioIndex: loaded.scenarioIndex, input, parameters, now: now,
+            random: &state.random, extraHeaders: extraHeaders) {
+            plan = script
+            resourceRecord = record
+        } else if let cached = ResponsePlanner.cachedPlan(
             prepared, for: input.request, random: &state.random, extraHeaders: extraHeaders,
             keepResponse: idempotencyKey != nil) {
             plan = cached
@@ -390,6 +404,7 @@ package final class Engine {
         }
         if !prepared.step.effects.isEmpty { apply(prepared.step.effects, now: now) }
         let decision = routeDecision(loaded, step: stepIndex, script: plan)
+        decision.resource = resourceRecord
         if let retryAfter = prepared.retryAfter,
            let wait = RetryAfterTracker.waitMilliseconds(retryAfter: retryAfter, wallSeconds: now.wallSeconds) {
             policy.retryAfter.advertised(

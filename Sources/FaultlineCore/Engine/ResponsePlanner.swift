@@ -190,36 +190,45 @@ enum ResponsePlanner {
     private static let placeholderBody = Array(#"{"id":"faultline","message":"this body is broken on purpose"}"#.utf8)
 
     /// `headOnly`: the request was HEAD, so the well-framed body faults send their header section only (RFC 9110
-    /// §9.3.2); the connection-breaking faults break the connection the same way either way.
-    private static func faultSteps(
-        _ fault: FaultSpec, _ response: HTTPResponse, headOnly: Bool, _ random: inout SeededRandom
+    /// §9.3.2); the connection-breaking faults break the connection the same way either way. `body` is the body to
+    /// break when it is not `response.body` (a resource's representation, which is never copied whole: the faults
+    /// that cut it send slices of it).
+    static func faultSteps(
+        _ fault: FaultSpec, _ response: HTTPResponse, body: BodyPieces? = nil, headOnly: Bool,
+        _ random: inout SeededRandom
     ) -> [ScriptStep] {
-        let steps = faultSteps(fault, response, &random)
+        var pieces = body ?? BodyPieces([.bytes(response.body)])
+        if pieces.isEmpty && fault.name.needsBody { pieces = BodyPieces([.bytes(placeholderBody)]) }
+        let steps = faultSteps(fault, response, pieces, &random)
         guard headOnly, fault.name.keepsConnection else { return steps }
-        return steps.filter { if case .body = $0 { return false } else { return true } }
+        return steps.filter {
+            switch $0 {
+            case .body, .stream: return false
+            default: return true
+            }
+        }
     }
 
     /// The head of `response` as a fault sends it: `bodyLength` is what it announces, whatever follows.
-    private static func head(_ response: HTTPResponse, close: Bool, bodyLength: Int? = nil) -> ResponseHead {
-        ResponseHead(
-            status: response.status, headers: response.headers, bodyLength: bodyLength ?? response.body.count,
-            close: close)
+    private static func head(_ response: HTTPResponse, close: Bool, bodyLength: Int) -> ResponseHead {
+        ResponseHead(status: response.status, headers: response.headers, bodyLength: bodyLength, close: close)
     }
 
     /// A well-framed response on a connection that stays usable.
     private static func whole(_ response: HTTPResponse) -> [ScriptStep] {
-        let head = head(response, close: false)
+        let head = head(response, close: false, bodyLength: response.body.count)
         return response.body.isEmpty ? [.head(head), .end] : [.head(head), .body(response.body), .end]
     }
 
     private static func faultSteps(
-        _ fault: FaultSpec, _ response: HTTPResponse, _ random: inout SeededRandom
+        _ fault: FaultSpec, _ response: HTTPResponse, _ pieces: BodyPieces, _ random: inout SeededRandom
     ) -> [ScriptStep] {
         var response = response
-        if response.body.isEmpty && fault.name.needsBody {
-            response.body = placeholderBody
-        }
-        let body = response.body
+        let length = pieces.count
+        /// The faults that rewrite the body's bytes work on a copy of them.
+        var body: [UInt8] { pieces.materialized() }
+        /// The head announcing the whole body.
+        func announced(close: Bool) -> ResponseHead { head(response, close: close, bodyLength: length) }
         switch fault.name {
         case .reset, .commitThenReset:
             // commit-then-*: the engine has already applied the side effect and stored the response.
@@ -235,36 +244,36 @@ enum ResponsePlanner {
             case .nothing:
                 return [.abortConnection(.shutdownWrite), .hang]
             case .headers:
-                return [.head(head(response, close: false)), .abortConnection(.shutdownWrite), .hang]
+                return [.head(announced(close: false)), .abortConnection(.shutdownWrite), .hang]
             case .body:
-                let sent = min(fault.bytes ?? body.count / 2, body.count)
-                return [.head(head(response, close: false)), .body(Array(body.prefix(sent))),
-                        .abortConnection(.shutdownWrite), .hang]
+                let sent = min(fault.bytes ?? length / 2, length)
+                return [.head(announced(close: false))] + pieces.prefix(sent).steps
+                    + [.abortConnection(.shutdownWrite), .hang]
             }
         case .closeAfterHeaders:
-            return [.head(head(response, close: false)), .abortExchange]
+            return [.head(announced(close: false)), .abortExchange]
         case .noCloseNotify:
             // The body is delimited by the close alone, so only TLS's close_notify could tell a client it is whole.
-            let sent = min(fault.bytes ?? body.count, body.count)
-            return [.raw(response.serializedHead(close: true, framed: false) + body.prefix(sent)),
-                    .abortConnection(.closeWithoutNotify)]
+            let sent = min(fault.bytes ?? length, length)
+            return [.raw(response.serializedHead(close: true, framed: false))] + pieces.prefix(sent).steps
+                + [.abortConnection(.closeWithoutNotify)]
         case .stallAfterHeaders:
-            return [.head(head(response, close: false)), .hang]
+            return [.head(announced(close: false)), .hang]
         case .truncateBody:
             // Deliberately wrong: Content-Length promises the whole body, we send part of it and abandon it.
-            let sent = min(fault.bytes ?? body.count / 2, max(body.count - 1, 0))
-            return [.head(head(response, close: true)), .body(Array(body.prefix(sent))), .abortExchange]
+            let sent = min(fault.bytes ?? length / 2, max(length - 1, 0))
+            return [.head(announced(close: true))] + pieces.prefix(sent).steps + [.abortExchange]
         case .overlongBody:
             // Deliberately wrong: more bytes than Content-Length declares. A client that reuses the
             // connection would read the excess as the start of the next response, so we close.
             let pattern = Array("FAULTLINE-OVERLONG-BODY-EXCESS-BYTES\r\n".utf8)
             let excess = (0..<(fault.bytes ?? pattern.count)).map { pattern[$0 % pattern.count] }
-            return [.head(head(response, close: true)), .body(body), .raw(excess), .abortExchange]
+            return [.head(announced(close: true))] + pieces.steps + [.raw(excess), .abortExchange]
         case .malformedChunk:
             var headers = response.headers
             headers.append(name: "Transfer-Encoding", value: "chunked")
             let head = ResponseHead(status: response.status, headers: headers, bodyLength: 0, close: true)
-            let size = Array(String(body.count, radix: 16).utf8)
+            let size = Array(String(length, radix: 16).utf8)
             let crlf = Array("\r\n".utf8)
             switch fault.chunkBreak {
             case .badSize:
@@ -283,17 +292,17 @@ enum ResponsePlanner {
             case .nothing:
                 return [.http2(.resetStream(code: code))]
             case .headers:
-                return [.head(head(response, close: false)), .http2(.resetStream(code: code))]
+                return [.head(announced(close: false)), .http2(.resetStream(code: code))]
             case .body:
-                let sent = min(fault.bytes ?? body.count / 2, max(body.count - 1, 0))
-                return [.head(head(response, close: false)), .body(Array(body.prefix(sent))),
-                        .http2(.resetStream(code: code))]
+                let sent = min(fault.bytes ?? length / 2, max(length - 1, 0))
+                return [.head(announced(close: false))] + pieces.prefix(sent).steps + [.http2(.resetStream(code: code))]
             }
         case .goaway:
             // The GOAWAY first; the stream is answered only when the GOAWAY's last stream id covers it.
             let action = HTTP2Action.goaway(
                 last: fault.lastStream, code: (fault.code ?? .noError).rawValue, graceful: fault.graceful)
-            return [.http2(action)] + whole(response)
+            let head = announced(close: false)
+            return [.http2(action), .head(head)] + pieces.steps + [.end]
         case .rawFrames:
             let raw: ScriptStep = fault.frames.isEmpty ? .raw(fault.rawBytes) : .http2(.frames(fault.frames))
             return [raw, .hang]
@@ -303,19 +312,19 @@ enum ResponsePlanner {
         case .corruptJSON:
             // A raw control byte is invalid anywhere in JSON (RFC 8259 §7), inside a string or out of one.
             var broken = body
-            let at = 1 + Int(random.next() % UInt64(max(body.count - 1, 1)))
+            let at = 1 + Int(random.next() % UInt64(max(broken.count - 1, 1)))
             broken.insert(contentsOf: [0x01, 0x7D], at: min(at, broken.count))
             response.body = broken
             return whole(response)
         case .truncatedJSON:
             // Framed correctly (Content-Length is the cut length), but the JSON text stops mid-value.
-            let cut = max(1, Int(random.next() % UInt64(max(body.count - 1, 1))))
+            let cut = max(1, Int(random.next() % UInt64(max(length - 1, 1))))
             response.body = Array(body.prefix(cut))
             return whole(response)
         case .wrongContentType:
             response.headers = HTTPHeaders(response.headers.fields.filter { !$0.name.caseInsensitiveEquals("content-type") })
             response.headers.append(name: "Content-Type", value: "text/html; charset=utf-8")
-            return whole(response)
+            return [.head(announced(close: false))] + pieces.steps + [.end]
         case .htmlErrorPage:
             let status = response.status < 400 ? 502 : response.status
             let reason = HTTPStatus.reasonPhrase(status)

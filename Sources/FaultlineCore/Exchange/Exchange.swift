@@ -133,6 +133,10 @@ package struct HTTP1Renderer: Sendable {
 
     package init() {}
 
+    /// Whether the head rendered last declared chunked framing: body bytes written past the renderer (a
+    /// `stream` step's pieces) must be chunks too.
+    package var isChunked: Bool { chunked }
+
     private static let crlf: [UInt8] = [13, 10]
     private static let lastChunk = Array("0\r\n\r\n".utf8)
 
@@ -153,6 +157,8 @@ package struct HTTP1Renderer: Sendable {
             out.append(bytes: Self.crlf)
             out.append(bytes: bytes)
             out.append(bytes: Self.crlf)
+        case .stream(let slice):
+            render(.body(slice.source.bytes(slice.range)), into: &out)
         case .end:
             if chunked { out.append(bytes: Self.lastChunk) }
             chunked = false

@@ -57,6 +57,9 @@ package enum ScriptStep: Sendable, Equatable {
     case head(ResponseHead)
     /// Body bytes. HTTP/1.1: as they are, or as one chunk when the head is chunked; HTTP/2: DATA.
     case body([UInt8])
+    /// Body bytes read from a shared source piece by piece as the connection drains (a resource's
+    /// representation): never copied whole. Rendered like `body`.
+    case stream(BodySlice)
     /// Wait this many milliseconds (a loop timer) before the next step.
     case wait(milliseconds: Int)
     /// The response is complete. HTTP/1.1: the last chunk when chunked; HTTP/2: END_STREAM.

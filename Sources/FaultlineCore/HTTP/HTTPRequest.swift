@@ -44,6 +44,28 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence {
 
     public func contains(_ name: String) -> Bool { self[name] != nil }
 
+    /// Removes every field of that name.
+    public mutating func remove(name: String) {
+        fields.removeAll { $0.name.caseInsensitiveEquals(name) }
+    }
+
+    /// Replaces the named field's value (in its first place), or appends the field.
+    public mutating func set(name: String, value: String) {
+        var kept = false
+        fields = fields.compactMap { field in
+            guard field.name.caseInsensitiveEquals(name) else { return field }
+            defer { kept = true }
+            return kept ? nil : (field.name, value)
+        }
+        if !kept { fields.append((name, value)) }
+    }
+
+    /// A list field's values joined as one (RFC 9110 §5.3), or nil when absent.
+    public func list(_ name: String) -> String? {
+        let all = values(name)
+        return all.isEmpty ? nil : all.joined(separator: ", ")
+    }
+
     public var count: Int { fields.count }
 
     public func makeIterator() -> IndexingIterator<[(name: String, value: String)]> {

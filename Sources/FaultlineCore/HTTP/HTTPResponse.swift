@@ -91,6 +91,7 @@ package enum HTTPStatus {
         case 413: return "Content Too Large"
         case 414: return "URI Too Long"
         case 415: return "Unsupported Media Type"
+        case 416: return "Range Not Satisfiable"
         case 422: return "Unprocessable Content"
         case 425: return "Too Early"
         case 428: return "Precondition Required"

@@ -23,6 +23,12 @@ public enum JSONValue: Sendable, Equatable {
         }
     }
 
+    /// The value of a number that is an integer, or nil.
+    package var intValue: Int? {
+        if case .number(let text) = self { return Int(text) }
+        return nil
+    }
+
     /// The member named `key` of an object, or nil.
     public subscript(key: String) -> JSONValue? {
         guard case .object(let members) = self else { return nil }

@@ -10,6 +10,8 @@ public enum DecisionSource: Sendable, Hashable, CustomStringConvertible {
     case tokenEndpoint
     /// A 429 or 503 answered by the rate-limit rule with this id; the journal prints it `rate-limit:ID`.
     case rateLimit(String)
+    /// The resource with this id, matched by its own path (no route took the request); printed `resource:ID`.
+    case resource(String)
 
     /// The journal's `route` field (JSON, NDJSON, HAR `_route`, the request log) and what `JournalFilter.route`
     /// (`?route=` on the admin API) is compared with.
@@ -18,6 +20,7 @@ public enum DecisionSource: Sendable, Hashable, CustomStringConvertible {
         case .route(let id): return id
         case .tokenEndpoint: return "auth:token"
         case .rateLimit(let id): return "rate-limit:\(id)"
+        case .resource(let id): return "resource:\(id)"
         }
     }
 
@@ -30,8 +33,11 @@ public enum DecisionSource: Sendable, Hashable, CustomStringConvertible {
     /// Reads back a journal `route` field (`description`) for an entry decoded from JSON. `scenario` is the
     /// entry's scenario: a scenario route's entries always name one, the policy layer's never do, which is what
     /// tells a route called `auth:token` from the token endpoint.
-    package init(journalText text: String, scenario: String?) {
-        if scenario == nil, text == DecisionSource.tokenEndpoint.description {
+    /// `resource` is the id in the entry's `resource` record: `resource:ID` with it is the resource itself.
+    package init(journalText text: String, scenario: String?, resource: String? = nil) {
+        if let resource, text == DecisionSource.resource(resource).description {
+            self = .resource(resource)
+        } else if scenario == nil, text == DecisionSource.tokenEndpoint.description {
             self = .tokenEndpoint
         } else if scenario == nil, text.hasPrefix("rate-limit:") {
             self = .rateLimit(String(text.dropFirst("rate-limit:".count)))

@@ -37,7 +37,8 @@ extension JournalEntry {
             bodySize: int(json["bodySize"]) ?? body.count, malformed: string(json["error"]))
         scenario = string(json["scenario"])
         scenarioVersion = int(json["scenarioVersion"])
-        route = string(json["route"]).map { DecisionSource(journalText: $0, scenario: scenario) }
+        if let record = json["resource"], record != .null { resource = ResourceRecord(json: record) }
+        route = string(json["route"]).map { DecisionSource(journalText: $0, scenario: scenario, resource: resource?.id) }
         answeredBy = string(json["answeredBy"]).flatMap(PolicyAnswer.init(journalText:))
         step = int(json["step"])
         if case .array(let items)? = json["notes"] {

@@ -68,6 +68,7 @@ public struct JournalEntry: Sendable {
         var exchangeProtocol: ExchangeProtocol = .http1
         var stream: Int? = nil
         var http2: HTTP2ConnectionSummary? = nil
+        var resource: ResourceRecord? = nil
     }
 
     private final class Storage: @unchecked Sendable {
@@ -228,6 +229,11 @@ public struct JournalEntry: Sendable {
         get { storage.fields.http2 }
         set { unique.fields.http2 = newValue }
     }
+    /// A request to a resource: the validators and ranges it carried and what the server decided.
+    public var resource: ResourceRecord? {
+        get { storage.fields.resource }
+        set { unique.fields.resource = newValue }
+    }
     /// The journal's `protocol`: `http/1.1`, `h2`, or `h2c` (HTTP/2 without TLS).
     public var protocolName: String {
         switch exchangeProtocol {
@@ -303,6 +309,7 @@ extension JournalEntry {
         members.append(("matched", .bool(route != nil)))
         members.append(("answeredBy", answeredBy.map { .string($0.description) } ?? .null))
         members.append(("notes", .array(notes.map { .string($0.description) })))
+        if let resource { members.append(("resource", resource.json())) }
         if let unmatched {
             members.append(("nearest", .object([
                 ("route", unmatched.nearestRoute.map(JSONValue.string) ?? .null),

@@ -21,6 +21,8 @@ public struct Scenario: Sendable, Equatable {
     public var tls: TLSSection?
     /// What HTTP/2 connections announce while this scenario is loaded (`http2`).
     public var http2: HTTP2Plan?
+    /// Versioned resources: conditional requests, ranges and writes (ARCHITECTURE §4b).
+    public var resources: [ResourceSpec] = []
 
     public init(
         name: String, description: String? = nil, seed: UInt64 = 0, routes: [Route],
@@ -77,6 +79,9 @@ public enum StepEffect: Sendable, Equatable {
     case rotateToken
     /// Empties one rate limit's buckets (by id), or all of them when nil.
     case resetBuckets(String?)
+    /// Every instance of the resource gets a new version (`change-resource:ID`), or loses its representation
+    /// (`delete-resource:ID`).
+    case changeResource(String, delete: Bool)
 }
 
 /// Connection-level faults (ARCHITECTURE §5, `idle-close`): what a real server or a proxy in front of it does to
@@ -323,6 +328,8 @@ public struct ResponseStep: Sendable, Equatable {
     public var closeConnection: Bool
     /// Policy-state changes applied when this step is played.
     public var effects: [StepEffect] = []
+    /// The step answers with a resource (`{"resource": "ID"}`) instead of a scripted status and body.
+    public var resource: ResourceReference?
 
     public init(
         status: Int = 200, headers: [(name: String, value: String)] = [], body: StepBody = .empty,
@@ -342,6 +349,7 @@ public struct ResponseStep: Sendable, Equatable {
     public static func == (lhs: ResponseStep, rhs: ResponseStep) -> Bool {
         lhs.status == rhs.status && lhs.body == rhs.body && lhs.delay == rhs.delay && lhs.drip == rhs.drip
             && lhs.fault == rhs.fault && lhs.times == rhs.times && lhs.closeConnection == rhs.closeConnection
+            && lhs.effects == rhs.effects && lhs.resource == rhs.resource
             && lhs.headers.map(\.name) == rhs.headers.map(\.name)
             && lhs.headers.map(\.value) == rhs.headers.map(\.value)
     }

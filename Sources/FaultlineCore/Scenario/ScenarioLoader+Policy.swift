@@ -160,7 +160,8 @@ extension ScenarioLoader.Reader {
     mutating func effects(_ value: JSONValue, at path: String) -> [StepEffect] {
         guard let elements = array(value, at: path) else { return [] }
         var effects: [StepEffect] = []
-        let names = ["expire-token", "rotate-token", "reset-buckets", "reset-bucket:ID"]
+        let names = ["expire-token", "rotate-token", "reset-buckets", "reset-bucket:ID", "change-resource:ID",
+                     "delete-resource:ID"]
         for (index, element) in elements.enumerated() {
             let elementPath = "\(path)[\(index)]"
             guard let text = string(element, at: elementPath) else { continue }
@@ -171,6 +172,14 @@ extension ScenarioLoader.Reader {
             default:
                 if text.hasPrefix("reset-bucket:"), text.count > 13 {
                     effects.append(.resetBuckets(String(text.dropFirst(13))))
+                } else if let id = ["change-resource:", "delete-resource:"].lazy.compactMap({ prefix in
+                    text.hasPrefix(prefix) && text.count > prefix.count ? String(text.dropFirst(prefix.count)) : nil
+                }).first {
+                    if !resources.contains(where: { $0.id == id }) {
+                        report(elementPath, "no resource \(ScenarioLoader.quoted(id)) in this scenario's \"resources\""
+                            + ScenarioLoader.hint(for: id, among: resources.map(\.id), listName: "its resources are"))
+                    }
+                    effects.append(.changeResource(id, delete: text.hasPrefix("delete-")))
                 } else {
                     report(elementPath, "unknown effect \(ScenarioLoader.quoted(text))"
                         + ScenarioLoader.hint(for: text, among: names, listName: "expected"))
@@ -187,7 +196,7 @@ extension ScenarioLoader.Reader {
         let errorCount = errors.count
         let flags = [
             "honorsRetryAfter", "singleFlightRefresh", "noDuplicateSideEffects", "retriesOnlyReplayable", "noRetryOn4xx",
-            "retriesOnlyUnprocessed",
+            "retriesOnlyUnprocessed", "revalidatesWithValidators", "resumesDownloads", "conditionalWrites",
         ]
         guard let fields = fields(value, at: path, known: flags + ["maxRefreshes", "maxAttempts", "backoff", "logicalRequest"])
         else { return nil }
@@ -198,6 +207,9 @@ extension ScenarioLoader.Reader {
         expect.noDuplicateSideEffects = flag("noDuplicateSideEffects")
         expect.retriesOnlyReplayable = flag("retriesOnlyReplayable")
         expect.retriesOnlyUnprocessed = flag("retriesOnlyUnprocessed")
+        expect.revalidatesWithValidators = flag("revalidatesWithValidators")
+        expect.resumesDownloads = flag("resumesDownloads")
+        expect.conditionalWrites = flag("conditionalWrites")
         expect.noRetryOn4xx = flag("noRetryOn4xx")
         expect.maxRefreshes = fields["maxRefreshes"].flatMap { integer($0, at: fields.path("maxRefreshes"), in: 0...Int.max) }
         expect.maxAttempts = fields["maxAttempts"].flatMap { integer($0, at: fields.path("maxAttempts"), in: 1...Int.max) }

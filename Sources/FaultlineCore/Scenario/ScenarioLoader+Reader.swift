@@ -6,6 +6,8 @@ extension ScenarioLoader {
         let file: String
         let directory: String?
         private(set) var errors: [ScenarioError] = []
+        /// The scenario's resources, read before its routes so that steps can name them.
+        var resources: [ResourceSpec] = []
 
         init(file: String, directory: String?) {
             self.file = file

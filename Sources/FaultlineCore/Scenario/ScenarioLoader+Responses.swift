@@ -6,7 +6,7 @@ extension ScenarioLoader {
     static let bodyKeys = ["json", "text", "base64", "file"]
     static let stepKeys = [
         "status", "headers", "json", "text", "base64", "file", "delayMs", "delay", "chunked", "fault", "times", "close",
-        "effects",
+        "effects", "resource",
     ]
 }
 
@@ -84,6 +84,15 @@ extension ScenarioLoader.Reader {
             step.effects = effects(value, at: fields.path("effects"))
         }
 
+        if let value = fields["resource"] {
+            // The resource decides status and body; a step adds only timing, headers, a fault and effects.
+            for key in ["status", "chunked"] + ScenarioLoader.bodyKeys where fields[key] != nil {
+                report(fields.path(key), "a step that serves a resource takes no \(ScenarioLoader.quoted(key)): "
+                    + "the resource answers with its own status and body")
+            }
+            step.resource = resourceReference(value, at: fields.path("resource"))
+        }
+
         return errors.count == errorCount ? step : nil
     }
 
@@ -130,7 +139,12 @@ extension ScenarioLoader.Reader {
                 + (allowed.isEmpty ? "" : "; it takes \(ScenarioLoader.quotedList(allowed))"))
         }
         if let value = fields["bytes"], allowed.contains("bytes") {
-            spec.bytes = integer(value, at: fields.path("bytes"), in: 0...ScenarioLoader.maxFileBodyBytes)
+            // Bytes a fault makes up (garbage, overlong-body's excess) are made in memory; cut points of a
+            // resource's body may be anywhere in it.
+            let made = [FaultName.garbage, .overlongBody].contains(name)
+            spec.bytes = integer(
+                value, at: fields.path("bytes"),
+                in: 0...(made ? ScenarioLoader.maxFileBodyBytes : ScenarioLoader.maxGeneratedBytes))
         }
         if let value = fields["after"], allowed.contains("after"), let text = string(value, at: fields.path("after")) {
             if let after = HalfCloseAfter(rawValue: text) {
@@ -205,7 +219,9 @@ extension ScenarioLoader.Reader {
         }
     }
 
-    private mutating func body(_ kind: String, _ value: JSONValue, at path: String) -> StepBody? {
+    mutating func body(
+        _ kind: String, _ value: JSONValue, at path: String, fileLimit: Int = ScenarioLoader.maxFileBodyBytes
+    ) -> StepBody? {
         switch kind {
         case "json":
             return .json(value)
@@ -222,13 +238,13 @@ extension ScenarioLoader.Reader {
             }
         default:
             guard let relative = string(value, at: path) else { return nil }
-            return fileBody(relative, at: path)
+            return fileBody(relative, at: path, limit: fileLimit)
         }
     }
 
     /// The bytes of `relative` inside the scenario folder. The path is resolved the way the OS will open it
     /// (symlinks and `..` included) and must stay inside the folder, so a scenario cannot serve arbitrary files.
-    private mutating func fileBody(_ relative: String, at path: String) -> StepBody? {
+    private mutating func fileBody(_ relative: String, at path: String, limit: Int) -> StepBody? {
         let quotedPath = ScenarioLoader.quoted(relative)
         guard let directory else {
             report(path, "file bodies need a scenario folder; this scenario was loaded without one")
@@ -274,7 +290,7 @@ extension ScenarioLoader.Reader {
             report(path, "\(quotedPath) is outside the scenario folder (it resolves to \(resolved))")
             return nil
         }
-        switch ScenarioLoader.readFile(atPath: target, limit: ScenarioLoader.maxFileBodyBytes) {
+        switch ScenarioLoader.readFile(atPath: target, limit: limit) {
         case .success(let bytes):
             return .file(path: relative, bytes: bytes)
         case .failure(let failure):

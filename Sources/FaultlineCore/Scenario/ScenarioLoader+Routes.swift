@@ -6,7 +6,7 @@ extension ScenarioLoader.Reader {
         guard let fields = fields(
             document, at: "",
             known: ["name", "description", "seed", "routes", "connections", "auth", "rateLimits", "expect", "tls",
-                    "http2"],
+                    "http2", "resources"],
             ignored: ["$schema"]
         ) else { return nil }
 
@@ -17,8 +17,13 @@ extension ScenarioLoader.Reader {
         let description = fields["description"].flatMap { string($0, at: fields.path("description")) }
         let seed = fields["seed"].flatMap { unsignedInteger($0, at: fields.path("seed")) } ?? 0
 
+        if let value = fields["resources"] {
+            resources = resourceSection(value, at: fields.path("resources"))
+        }
         var routes: [Route] = []
-        if let value = required(fields, "routes"), let elements = array(value, at: fields.path("routes")) {
+        // A scenario of resources alone needs no routes.
+        let routesValue = fields["resources"] == nil ? required(fields, "routes") : fields["routes"]
+        if let value = routesValue, let elements = array(value, at: fields.path("routes")) {
             var indexByID: [String: Int] = [:]
             for (index, element) in elements.enumerated() {
                 if let route = route(element, index: index, indexByID: &indexByID) {
@@ -43,6 +48,7 @@ extension ScenarioLoader.Reader {
         scenario.expect = expect
         scenario.tls = tls
         scenario.http2 = http2
+        scenario.resources = resources
         return scenario
     }
 
@@ -109,6 +115,7 @@ extension ScenarioLoader.Reader {
         }
         if errors.count == errorCount {
             checkProtocols(protocols, responses: responses, chaos: chaos, route: fields.path("protocols"), at: path)
+            checkResourceSteps(responses, pathParameters: pathParameters ?? [], at: fields.path("responses"))
         }
 
         guard errors.count == errorCount, let id, let match else { return nil }

@@ -24,6 +24,14 @@ public struct Expectations: Sendable, Equatable {
     public var jitter = false
     /// A request answered 4xx (other than 408, 409, 425, 429) is not sent again.
     public var noRetryOn4xx = false
+    /// A repeated GET of a resource whose earlier answer carried validators (and no `no-store`) carries
+    /// If-None-Match or If-Modified-Since.
+    public var revalidatesWithValidators = false
+    /// A download a fault cut after N bytes is asked for again from where it stopped (Range from at most N,
+    /// above 0) with If-Range, not restarted.
+    public var resumesDownloads = false
+    /// Every PUT, PATCH and DELETE of a resource carries If-Match or If-Unmodified-Since (or, creating, If-None-Match).
+    public var conditionalWrites = false
     /// How attempts of the same logical request are recognised.
     public var logicalKey: LogicalRequestKey = .methodPathAndIdempotencyKey
 

@@ -73,6 +73,9 @@ package enum Verdicts {
         if let limit = expect.maxAttempts { verdicts.append(maxAttempts(limit, attempts)) }
         if expect.backoff { verdicts.append(backoff(attempts, jitter: expect.jitter)) }
         if expect.noRetryOn4xx { verdicts.append(noRetryOn4xx(attempts)) }
+        if expect.revalidatesWithValidators { verdicts.append(ResourceVerdicts.revalidates(input.entries)) }
+        if expect.resumesDownloads { verdicts.append(ResourceVerdicts.resumes(input.entries)) }
+        if expect.conditionalWrites { verdicts.append(ResourceVerdicts.conditionalWrites(input.entries)) }
         return verdicts
     }
 
@@ -400,7 +403,7 @@ extension Engine {
                 case nil: return false
                 case .tokenEndpoint: return scenario.auth != nil
                 case .rateLimit(let id): return limitIDs.contains(id)
-                case .route: return entry.scenario == scenario.name
+                case .route, .resource: return entry.scenario == scenario.name
                 }
             }
             own.retryAfter = input.retryAfter.filter { observation in

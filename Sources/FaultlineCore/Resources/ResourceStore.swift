@@ -1,0 +1,219 @@
+/// The loaded scenarios' resources and the state of their instances (ARCHITECTURE §4b). Owned by the engine, on the
+/// loop thread; `reset` puts every instance back to its first version.
+package final class ResourceStore {
+    /// One instance of a resource: a path's representation and its version.
+    package struct Instance: Sendable {
+        package var exists: Bool
+        package var body: BodySource
+        package var contentType: String
+        package var version: Int
+        package var lastModified: Int64?
+        /// Identifies the content for the ETag: FNV-1a of the bytes, or of the generator's parameters.
+        var contentTag: UInt64
+    }
+
+    /// A resource with what the engine needs to serve it.
+    package final class Loaded {
+        package let spec: ResourceSpec
+        let scenarioIndex: Int
+        let scenarioName: String
+        let seed: UInt64
+        let match: RouteMatch
+        /// The first body of a stored resource, shared by every instance until one is written.
+        let initialSource: BodySource?
+        let initialTag: UInt64
+        /// Changes made to the resource as a whole (effects, admin calls): instances made later start there.
+        var baseVersion = 1
+        var baseLastModified: Int64?
+        var baseDeleted = false
+        package var instances: [String: Instance] = [:]
+        /// Instance keys in first-use order, for listings.
+        package var order: [String] = []
+        /// Responses served, for `unstable-etag`.
+        var served = 0
+
+        init(spec: ResourceSpec, scenarioIndex: Int, scenario: Scenario) {
+            self.spec = spec
+            self.scenarioIndex = scenarioIndex
+            scenarioName = scenario.name
+            seed = scenario.seed
+            match = RouteMatch(path: spec.path)
+            if case .bytes(let bytes) = spec.body {
+                initialSource = BodySource(bytes: bytes)
+                initialTag = ResourceStore.fnv(bytes)
+            } else {
+                initialSource = nil
+                initialTag = 0
+            }
+        }
+    }
+
+    package private(set) var resources: [Loaded] = []
+
+    package init() {}
+
+    /// Replaces the resources with those of `scenarios`, every instance at its first version.
+    package func load(_ scenarios: [Scenario], now: EngineInstant) {
+        resources = []
+        for (index, scenario) in scenarios.enumerated() {
+            for spec in scenario.resources {
+                resources.append(Loaded(spec: spec, scenarioIndex: index, scenario: scenario))
+            }
+        }
+        reset(now: now)
+    }
+
+    package func reset(now: EngineInstant) {
+        for resource in resources {
+            resource.baseVersion = 1
+            resource.baseDeleted = false
+            resource.instances = [:]
+            resource.order = []
+            resource.served = 0
+            switch resource.spec.lastModified {
+            case .none: resource.baseLastModified = nil
+            case .automatic: resource.baseLastModified = Int64(now.wallSeconds.rounded(.down)) - 60
+            case .fixed(let seconds): resource.baseLastModified = seconds
+            }
+        }
+    }
+
+    /// The resource `id` names: the one in `scenario` (an index) when given, else the first scenario's.
+    package func resource(_ id: String, scenario: Int? = nil) -> Loaded? {
+        resources.first { $0.spec.id == id && (scenario == nil || $0.scenarioIndex == scenario) }
+    }
+
+    /// The resource whose path the request's path matches, with the instance key.
+    func matching(_ input: MatchInput) -> (Loaded, String)? {
+        for resource in resources {
+            if case .matched(let parameters) = RouteMatcher.match(resource.match, input, explain: false) {
+                return (resource, instanceKey(resource, parameters))
+            }
+        }
+        return nil
+    }
+
+    /// The instance named by path parameters: the resource's path with them filled in (a route that serves the
+    /// resource passes its own, which the loader checked name every parameter of the resource's path).
+    package func instanceKey(_ resource: Loaded, _ parameters: [String: String]) -> String {
+        guard resource.spec.path.segments.contains(where: { if case .parameter = $0 { true } else { false } })
+        else { return resource.spec.path.source }
+        return "/" + resource.spec.path.segments.map { segment in
+            switch segment {
+            case .literal(let text): return text
+            case .parameter(let name): return parameters[name] ?? ""
+            }
+        }.joined(separator: "/")
+    }
+
+    /// The instance: as last written, or as the resource's current base version makes it (an instance nobody
+    /// wrote is not stored; it follows the resource's changes).
+    func instance(_ resource: Loaded, _ key: String) -> Instance {
+        if let known = resource.instances[key] { return known }
+        let spec = resource.spec
+        var made = Instance(
+            exists: !resource.baseDeleted, body: resource.initialSource ?? BodySource(bytes: []),
+            contentType: spec.contentType, version: resource.baseVersion, lastModified: resource.baseLastModified,
+            contentTag: resource.initialTag)
+        switch spec.body {
+        case .bytes: break
+        case .generated(let size): regenerate(&made, resource, key, size: size)
+        case .absent: made.exists = false
+        }
+        return made
+    }
+
+    /// Remembers that `key` was used, for listings.
+    func noteUse(_ resource: Loaded, _ key: String) {
+        if resource.instances[key] == nil, !resource.order.contains(key) { resource.order.append(key) }
+    }
+
+    private func regenerate(_ instance: inout Instance, _ resource: Loaded, _ key: String, size: Int) {
+        let seed = Engine.streamSeed(
+            scenarioSeed: resource.seed, routeID: "resource:" + resource.spec.id, partition: "\(key)#\(instance.version)")
+        instance.body = BodySource(.generated(seed: seed, size: size))
+        instance.contentTag = seed
+    }
+
+    /// A new version of one instance: written by a client (`body`), or changed behind its back (nil: a generated
+    /// body is generated anew, stored bytes stay and only the validators change). `delete` removes it.
+    func change(
+        _ resource: Loaded, _ key: String, body: [UInt8]? = nil, contentType: String? = nil, delete: Bool = false,
+        now: EngineInstant
+    ) {
+        var changed = instance(resource, key)
+        changed.version += 1
+        if let previous = changed.lastModified {
+            changed.lastModified = max(Int64(now.wallSeconds.rounded(.down)), previous + 1)
+        }
+        if delete {
+            changed.exists = false
+        } else if let body {
+            changed.exists = true
+            changed.body = BodySource(bytes: body)
+            changed.contentTag = Self.fnv(body)
+            if let contentType { changed.contentType = contentType }
+        } else if case .generated(_, let size) = changed.body.storage {
+            // Generated anew from the new version; bytes a client wrote stay as written.
+            regenerate(&changed, resource, key, size: size)
+        }
+        if !resource.order.contains(key) { resource.order.append(key) }
+        resource.instances[key] = changed
+    }
+
+    /// Changes every instance of `resource` (an effect, or an admin call without a path), and the version new
+    /// instances start at.
+    func changeAll(_ resource: Loaded, delete: Bool, now: EngineInstant) {
+        resource.baseVersion += 1
+        resource.baseDeleted = delete
+        if let previous = resource.baseLastModified {
+            resource.baseLastModified = max(Int64(now.wallSeconds.rounded(.down)), previous + 1)
+        }
+        for key in resource.instances.keys.sorted() { change(resource, key, delete: delete, now: now) }
+    }
+
+    /// The entity tag of an instance as the resource sends it (strong or weak), or nil when it sends none.
+    func entityTag(_ resource: Loaded, _ key: String, _ instance: Instance, unstable: Bool) -> String? {
+        guard let strength = resource.spec.etag else { return nil }
+        var hash = Self.fnv(Array(resource.spec.id.utf8))
+        hash = Self.fnv(Array(key.utf8), hash)
+        hash = Self.fnv(withUnsafeBytes(of: UInt64(instance.version).littleEndian, Array.init), hash)
+        hash = Self.fnv(withUnsafeBytes(of: instance.contentTag.littleEndian, Array.init), hash)
+        var text = String(hash, radix: 16)
+        if text.count < 16 { text = String(repeating: "0", count: 16 - text.count) + text }
+        if unstable { text += "-\(resource.served)" }
+        return (strength == .weak ? "W/" : "") + "\"" + text + "\""
+    }
+
+    static func fnv(_ bytes: [UInt8], _ start: UInt64 = 0xCBF2_9CE4_8422_2325) -> UInt64 {
+        var hash = start
+        for byte in bytes {
+            hash ^= UInt64(byte)
+            hash &*= 0x0000_0100_0000_01B3
+        }
+        return hash
+    }
+
+    /// What `GET /__faultline/resources` shows.
+    package func json() -> JSONValue {
+        .array(resources.map { resource in
+            let keys = resource.order.isEmpty && !resource.spec.path.segments.contains(where: {
+                if case .parameter = $0 { true } else { false }
+            }) ? [resource.spec.path.source] : resource.order
+            return .object([
+                ("id", .string(resource.spec.id)), ("scenario", .string(resource.scenarioName)),
+                ("path", .string(resource.spec.path.source)),
+                ("instances", .array(keys.map { key in
+                    let current = instance(resource, key)
+                    return .object([
+                        ("path", .string(key)), ("exists", .bool(current.exists)), ("version", .int(current.version)),
+                        ("etag", entityTag(resource, key, current, unstable: false).map(JSONValue.string) ?? .null),
+                        ("lastModified", current.lastModified.map { .string(HTTPDate.format(unixSeconds: Double($0))) } ?? .null),
+                        ("size", .int(current.exists ? current.body.count : 0)),
+                        ("contentType", .string(current.contentType)),
+                    ])
+                })),
+            ])
+        })
+    }
+}
