@@ -98,6 +98,24 @@ extension FaultlineServer {
         await loop.submit { [core] in core.engine.stateJSON(now: core.now()) }
     }
 
+    /// Every resource and its instances, as `GET /__faultline/resources` lists them.
+    public func resources() async -> JSONValue {
+        await loop.submit { [core] in core.engine.resources.json() }
+    }
+
+    /// A new version of resource `id` behind the client's back, as `POST /__faultline/resources/change` makes it:
+    /// every instance, or the one at `path`; with `body`, that instance's new bytes; with `delete`, no
+    /// representation. False when no resource has that id.
+    @discardableResult
+    public func changeResource(
+        _ id: String, path: String? = nil, body: [UInt8]? = nil, contentType: String? = nil, delete: Bool = false
+    ) async -> Bool {
+        await loop.submit { [core] in
+            core.engine.changeResource(
+                id, path: path, body: body, contentType: contentType, delete: delete, now: core.now())
+        }
+    }
+
     /// How many journal entries match `filter`, as `GET /__faultline/requests/count` counts them.
     public func count(_ filter: JournalFilter = JournalFilter()) async -> Int {
         await loop.submit { [core] in core.journal.count(filter) }

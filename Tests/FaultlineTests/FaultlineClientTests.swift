@@ -57,6 +57,11 @@ import FoundationNetworking
         "report()": { _ = try await $0.report() },
         "state()": { _ = try await $0.state() },
         "expireToken()": { try await $0.expireToken() },
+        "resources()": { let list = try await $0.resources(); #expect(list["resources"] != nil) },
+        "changeResource(_:)": {
+            let changed = try await $0.changeResource(.object([("id", .string("catalogue"))]))
+            #expect(changed["resource"]?["id"] == .string("catalogue"))
+        },
         "shutdown()": { try await $0.shutdown() },
         "openAPIDocument()": { let served = try await $0.openAPIDocument(); #expect(served == (try Data(contentsOf: openAPIFile))) },
     ]

@@ -78,7 +78,10 @@ extension Engine {
     package func changeResource(_ id: String, path: String? = nil, body: [UInt8]? = nil, contentType: String? = nil,
                                 delete: Bool, scenario: Int? = nil, now: EngineInstant) -> Bool {
         guard let resource = resources.resource(id, scenario: scenario) else { return false }
-        if let path {
+        let parameterized = resource.spec.path.segments.contains { if case .parameter = $0 { true } else { false } }
+        // A new body is for one instance: the one named, or the only one.
+        if body != nil && path == nil && parameterized { return false }
+        if let path = path ?? (body != nil ? resource.spec.path.source : nil) {
             resources.change(resource, path, body: body, contentType: contentType, delete: delete, now: now)
         } else {
             resources.changeAll(resource, delete: delete, now: now)
@@ -135,16 +138,10 @@ extension Engine {
         default:
             return refuse(400, "give at most one of \"json\", \"text\" (a string) and \"base64\" (a string)")
         }
-        if newBody != nil, path == nil, resource.spec.path.segments.contains(where: {
-            if case .parameter = $0 { true } else { false }
-        }) {
-            return refuse(400, "a new body is for one instance: give \"path\"")
-        }
-        if let newBody {
-            resources.change(resource, path ?? resource.spec.path.source, body: newBody, contentType: contentType, now: now)
-        } else {
-            _ = changeResource(id, path: path, delete: delete, scenario: resource.scenarioIndex, now: now)
-        }
+        guard changeResource(
+            id, path: path, body: newBody, contentType: contentType, delete: delete, scenario: resource.scenarioIndex,
+            now: now)
+        else { return refuse(400, "a new body is for one instance: give \"path\"") }
         guard case .array(let listed) = resources.json() else { return (200, .null) }
         return (200, .object([("resource", listed.first { $0["id"] == .string(id) } ?? .null)]))
     }
