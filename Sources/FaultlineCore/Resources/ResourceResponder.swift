@@ -91,7 +91,7 @@ extension ResourceStore {
             return answer
         }
         let ranges = RangeRequest.resolve(specs, length: current.body.count)
-        if ranges.count > Self.maxRanges || ranges.reduce(0, { $0 + $1.count }) > 2 * current.body.count {
+        if specs.count > Self.maxRanges || ranges.reduce(0, { $0 + $1.count }) > 2 * current.body.count {
             return answer
         }
         let length = current.body.count
