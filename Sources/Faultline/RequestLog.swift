@@ -7,7 +7,8 @@ import FaultlineCore
 
 /// How the server logs each finished request on stderr.
 public enum RequestLogFormat: String, Sendable, CaseIterable {
-    /// `16:02:11.104 #3 GET /v1/products/42 → 503 product[0] 0.2 ms completed`, coloured on a terminal.
+    /// `16:02:11.104 #3 GET /v1/products/42 → 503 product[0] 0.2 ms completed`, coloured on a terminal; a resource's
+    /// request adds its decision (`→ 304 resource:doc not-modified`).
     case text
     /// The journal entry's JSON, one per line.
     case json
@@ -108,6 +109,11 @@ final class RequestLog {
             }
         }
         if entry.unmatched != nil { line += " unmatched".utf8 }
+        if let resource = entry.resource {
+            // What the resource decided: `partial`, `not-modified`, `precondition-failed`, …
+            line.append(0x20)
+            line += resource.decision.rawValue.utf8
+        }
         if let fault = entry.fault {
             line += " fault=".utf8
             line += fault.utf8
