@@ -4,6 +4,8 @@
 #   scenario     JSONValue.parse and ScenarioLoader.load: round trips, error paths
 #   tls-accept   the TLS accept path over memory BIOs (TLSSession, TLSServerContext and its ClientHello callback):
 #                a client byte stream in random pieces under each kind of handshake decision
+#   resource     a resource's answer (Engine with resources): conditional, range and content-type fields with any
+#                values, writes and versions carried over, RFC 9110 framing of 206, 416, 304 and HEAD
 #   h2-frames    the HTTP/2 codec (HTTP2Connection on nghttp2) over a fake transport, loop and Dispatcher: a
 #                preface and frames in random pieces, timers, drains, scripted responses, resets and GOAWAYs
 # Usage: scripts/fuzz.sh [target...]   (default: all targets)
@@ -33,7 +35,7 @@ optimize="${FUZZ_OPTIMIZE:--O}"
 swiftc="${SWIFTC:-swiftc}"
 # One build folder per optimization level, so switching between `make fuzz` and `make fuzz-ci` rebuilds nothing.
 build=".build/fuzz/${optimize#-}"
-all_targets=(http-parser scenario tls-accept h2-frames)
+all_targets=(http-parser scenario resource tls-accept h2-frames)
 targets=("$@")
 [ "${#targets[@]}" -gt 0 ] || targets=("${all_targets[@]}")
 
@@ -42,6 +44,7 @@ swift_name() {
     case "$1" in
         http-parser) echo HTTPParser ;;
         scenario) echo Scenario ;;
+        resource) echo Resource ;;
         tls-accept) echo TLSAccept ;;
         h2-frames) echo HTTP2Frames ;;
         *) echo "fuzz: unknown target $1 (targets: ${all_targets[*]})" >&2; exit 2 ;;
@@ -53,6 +56,7 @@ run_options() {
     case "$1" in
         http-parser) echo "-dict=Fuzz/http.dict -max_len=4096" ;;
         scenario) echo "-dict=Fuzz/json.dict -max_len=8192" ;;
+        resource) echo "-dict=Fuzz/resource.dict -max_len=1024" ;;
         tls-accept) echo "-max_len=4096" ;;
         h2-frames) echo "-max_len=4096" ;;
     esac

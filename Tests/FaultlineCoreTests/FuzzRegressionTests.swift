@@ -32,7 +32,7 @@ private enum FuzzInputs {
 
 @Suite("Fuzz inputs")
 struct FuzzRegressionTests {
-    @Test("the fuzzers' seed folders are found", arguments: ["http-parser", "scenario"])
+    @Test("the fuzzers' seed folders are found", arguments: ["http-parser", "scenario", "resource"])
     func seedsArePresent(target: String) {
         #expect(FuzzInputs.files(of: target).contains { $0.hasPrefix("corpus/") })
     }
@@ -40,6 +40,11 @@ struct FuzzRegressionTests {
     @Test("http-parser input keeps every rule", arguments: FuzzInputs.files(of: "http-parser"))
     func httpParserInput(path: String) throws {
         #expect(HTTPParserFuzzCheck.violations(in: try FuzzInputs.bytes(path)) == [])
+    }
+
+    @Test("resource input keeps every rule", arguments: FuzzInputs.files(of: "resource"))
+    func resourceInput(path: String) throws {
+        #expect(ResourceFuzzCheck.violations(in: try FuzzInputs.bytes(path)) == [])
     }
 
     @Test("scenario input keeps every rule", arguments: FuzzInputs.files(of: "scenario"))
