@@ -15,7 +15,9 @@
 # PIN=1 pins both servers to core 0 and wrk to core 1 (taskset), so server and client never share a core;
 # unpinned, the scheduler places them. FAULTLINE=path benchmarks another build (e.g. an older commit's).
 #   DURATION=10s CONNECTIONS=50 THREADS=1 ROUNDS=5 PIN=0 H2_CONNECTIONS=50 H2_STREAMS=10 scripts/bench.sh
-# ROWS="h2 h2c" runs only those rows (names: plain https handshake h2 h2c; default all).
+# A download row: GET of a 1 MiB body, keep-alive — a generated resource streamed by Faultline, the same bytes as a
+# static file with sendfile for nginx (what a real server would use), DOWNLOAD_CONNECTIONS connections.
+# ROWS="h2 h2c" runs only those rows (names: plain https handshake h2 h2c download; default all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration="${DURATION:-10s}"
@@ -24,7 +26,8 @@ threads="${THREADS:-1}"
 rounds="${ROUNDS:-5}"
 h2_connections="${H2_CONNECTIONS:-50}"
 h2_streams="${H2_STREAMS:-10}"
-rows="${ROWS:-plain https handshake h2 h2c}"
+rows="${ROWS:-plain https handshake h2 h2c download}"
+download_connections="${DOWNLOAD_CONNECTIONS:-10}"
 binary="${FAULTLINE:-.build/release/faultline}"
 pin="${PIN:-0}"
 server_cpu=(); client_cpu=()
@@ -64,9 +67,11 @@ http {
     client_body_temp_path $work/nginx; proxy_temp_path $work/nginx; fastcgi_temp_path $work/nginx;
     uwsgi_temp_path $work/nginx; scgi_temp_path $work/nginx;
     keepalive_requests 1000000;
+    sendfile on;
     server {
         listen 127.0.0.1:$nginx_port;
         location /item { default_type application/json; return 200 '$body'; }
+        location = /download.bin { root $work/static; default_type application/octet-stream; }
     }
     server {
         listen 127.0.0.1:$nginx_tls_port ssl;
@@ -106,6 +111,14 @@ check() {
     [ "$got" = "$body" ] || { echo "bench: $1 returned '$got', expected '$body'" >&2; exit 1; }
 }
 check "http://127.0.0.1:$faultline_port/item"
+# nginx's download is Faultline's generated resource, saved as a file: the same 1 MiB on both sides.
+mkdir -p "$work/static"
+curl -sf -o "$work/static/download.bin" "http://127.0.0.1:$faultline_port/download.bin"
+# nginx's workers run as nobody when it is started as root: the file and the folders above it must be readable.
+chmod 755 "$work" "$work/static"; chmod 644 "$work/static/download.bin"
+[ "$(curl -s "http://127.0.0.1:$nginx_port/download.bin" | sha256sum)" = "$(sha256sum < "$work/static/download.bin")" ] \
+    && [ "$(stat -c %s "$work/static/download.bin")" = 1048576 ] \
+    || { echo "bench: nginx and faultline do not serve the same 1 MiB download" >&2; exit 1; }
 check "http://127.0.0.1:$nginx_port/item"
 check "https://127.0.0.1:$faultline_tls_port/item"
 check "https://127.0.0.1:$nginx_tls_port/item"
@@ -200,6 +213,8 @@ measure handshake "https://127.0.0.1:$nginx_tls_port/item" "https://127.0.0.1:$f
     -H "Connection: close"
 CLIENT=run_h2load measure h2 "https://127.0.0.1:$nginx_h2_port/item" "https://127.0.0.1:$faultline_tls_port/item"
 CLIENT=run_h2load measure h2c "http://127.0.0.1:$nginx_h2c_port/item" "http://127.0.0.1:$faultline_port/item"
+connections=$download_connections measure download "http://127.0.0.1:$nginx_port/download.bin" \
+    "http://127.0.0.1:$faultline_port/download.bin"
 
 # The round with the median requests/s (its p99 goes with it).
 median_round() {
@@ -252,6 +267,8 @@ journal=$(curl -s "http://127.0.0.1:$faultline_port/__faultline/requests/count")
     report h2 "HTTP/2 over TLS (h2 by ALPN), h2load -c$h2_connections -m$h2_streams (p99 from h2load's --log-file)"
     echo
     report h2c "HTTP/2 cleartext (h2c, prior knowledge), h2load -c$h2_connections -m$h2_streams (p99 from h2load's --log-file)"
+    echo
+    report download "download: GET of a 1 MiB body, keep-alive, wrk -c$download_connections (faultline: a generated resource streamed 64 KiB at a time; nginx: the same bytes as a static file, sendfile on)"
     echo
     echo "faultline journal after the run: $journal"
 } | tee "$out_dir/bench$suffix.txt"

@@ -68,22 +68,40 @@ package final class BodySource: Sendable, Equatable {
         }
     }
 
-    /// The generated stream's bytes from `offset`, filling `target`.
+    /// The generated stream's bytes from `offset`, filling `target`: whole words stored eight bytes at a time, the
+    /// partial words at either end byte by byte.
     package static func generate(seed: UInt64, from offset: Int, into target: UnsafeMutableRawBufferPointer) {
-        var position = offset
-        var index = 0
-        while index < target.count {
-            let word = UInt64(position / 8)
-            var z = seed &+ (word &+ 1) &* 0x9E37_79B9_7F4A_7C15
+        @inline(__always) func word(_ index: Int) -> UInt64 {
+            var z = seed &+ (UInt64(index) &+ 1) &* 0x9E37_79B9_7F4A_7C15
             z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
             z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            z ^= z >> 31
-            var shift = (position % 8) * 8
-            while shift < 64 && index < target.count {
-                target[index] = UInt8(truncatingIfNeeded: z >> UInt64(shift))
+            return z ^ (z >> 31)
+        }
+        guard let base = target.baseAddress, target.count > 0 else { return }
+        var position = offset
+        var written = 0
+        // The first partial word.
+        while written < target.count && position % 8 != 0 {
+            base.storeBytes(of: UInt8(truncatingIfNeeded: word(position / 8) >> UInt64((position % 8) * 8)),
+                            toByteOffset: written, as: UInt8.self)
+            written += 1
+            position += 1
+        }
+        // Whole words.
+        var index = position / 8
+        while target.count - written >= 8 {
+            base.storeBytes(of: word(index).littleEndian, toByteOffset: written, as: UInt64.self)
+            written += 8
+            index += 1
+        }
+        // The last partial word.
+        if written < target.count {
+            let last = word(index)
+            var shift: UInt64 = 0
+            while written < target.count {
+                base.storeBytes(of: UInt8(truncatingIfNeeded: last >> shift), toByteOffset: written, as: UInt8.self)
+                written += 1
                 shift += 8
-                index += 1
-                position += 1
             }
         }
     }
