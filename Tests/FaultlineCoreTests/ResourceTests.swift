@@ -280,6 +280,26 @@ import Testing
         #expect(io.take().last == "finished /big completed")
     }
 
+    @Test func chaosBreaksTheResourcesAnswerAndWritesAreBounded() throws {
+        let engine = try Self.engine(
+            #"[{"id": "blob", "path": "/blob", "generated": {"size": 1000}}, {"id": "n", "path": "/n/{id}", "methods": ["PUT"]}]"#,
+            routes: #"[{"id": "r", "match": {"path": "/r"}, "chaos": {"rate": 1, "faults": [{"type": "truncate-body", "bytes": 10}]}, "responses": [{"resource": "blob"}]}]"#)
+        let broken = engine.decide(EngineTests.request("GET", "/r"), requestID: 1, now: Self.at(1))
+        #expect(broken.chaos && broken.script.status == 200 && broken.resource?.cutAt == 10)
+        for index in 0..<ResourceStore.maxWrittenInstances {
+            #expect(Self.send(engine, "PUT", "/n/\(index)", body: "x").status == 201)
+        }
+        let refused = Self.send(engine, "PUT", "/n/overflow", body: "x")
+        #expect(refused.status == 507 && refused.record?.decision == .insufficientStorage)
+        #expect(Self.send(engine, "PUT", "/n/0", body: "y").status == 204, "an instance already kept can still change")
+        guard case .array(let listed) = engine.resources.json(), case .array(let instances)? = listed.last?["instances"] else {
+            Issue.record("no listing")
+            return
+        }
+        #expect(instances.count == ResourceStore.maxListed)
+        #expect(Self.send(engine, "GET", "/n/never-written").status == 404)
+    }
+
     // MARK: - The scenario file
 
     @Test(arguments: [

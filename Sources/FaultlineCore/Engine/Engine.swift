@@ -360,10 +360,19 @@ package final class Engine {
                     ("message", .string("route \(loaded.id) failed this request on purpose")),
                 ])))
             }
-            var context = templateContext(input, parameters, requestID: requestID)
-            let plan = ResponsePlanner.plan(
-                PreparedStep(step), for: input.request, context: &context, random: &state.random)
-            let decision = routeDecision(loaded, step: nil, script: plan)
+            let decision: Decision
+            if step.resource != nil, case .fault = chaos.outcomes[pick], let (script, record) = resourceStep(
+                step.resource!, step, scenarioIndex: loaded.scenarioIndex, input, parameters, now: now,
+                random: &state.random, extraHeaders: extraHeaders) {
+                // The resource's answer, broken by chaos's fault.
+                decision = routeDecision(loaded, step: nil, script: script)
+                decision.resource = record
+            } else {
+                var context = templateContext(input, parameters, requestID: requestID)
+                let plan = ResponsePlanner.plan(
+                    PreparedStep(step), for: input.request, context: &context, random: &state.random)
+                decision = routeDecision(loaded, step: nil, script: plan)
+            }
             decision.chaos = true
             if case .status = chaos.outcomes[pick] { decision.script.fault = chaos.outcomes[pick].description }
             return decision

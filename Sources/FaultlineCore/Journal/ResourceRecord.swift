@@ -107,4 +107,6 @@ public enum ResourceDecision: String, Sendable, Equatable {
     case methodNotAllowed = "method-not-allowed"
     /// 415: a PATCH the resource cannot apply.
     case unsupportedMediaType = "unsupported-media-type"
+    /// 507: a write past what the server keeps of clients' writes.
+    case insufficientStorage = "insufficient-storage"
 }

@@ -287,6 +287,12 @@ extension ResourceStore {
             return preconditionFailed("If-Match", validators, record)
         }
         let contentType = headers["content-type"]
+        if method != "DELETE" && (resource.instances[key] == nil && resource.instances.count >= Self.maxWrittenInstances
+            || storedBytes + request.body.count > Self.maxStoredBytes) {
+            record.decision = .insufficientStorage
+            return problem(507, "Insufficient Storage", "the server keeps at most \(Self.maxWrittenInstances) written "
+                + "instances per resource and \(Self.maxStoredBytes) bytes of written bodies", record)
+        }
         var status = 204
         var body: [UInt8] = []
         switch method {

@@ -27,8 +27,9 @@ package final class ResourceStore {
         var baseLastModified: Int64?
         var baseDeleted = false
         package var instances: [String: Instance] = [:]
-        /// Instance keys in first-use order, for listings.
+        /// Instance keys in first-use order, for listings (the first `maxListed`).
         package var order: [String] = []
+        var listed: Set<String> = []
         /// Responses served, for `unstable-etag`.
         var served = 0
 
@@ -49,6 +50,14 @@ package final class ResourceStore {
     }
 
     package private(set) var resources: [Loaded] = []
+    /// Bytes clients wrote that the store keeps (PUT and PATCH bodies), across every resource.
+    private(set) var storedBytes = 0
+    /// What clients may make the store keep: instances written per resource, and bytes in all. A write past
+    /// either is answered 507 Insufficient Storage (RFC 4918 §11.5) and changes nothing.
+    static let maxWrittenInstances = 10_000
+    static let maxStoredBytes = 256 * 1024 * 1024
+    /// Instances listed per resource by `GET /__faultline/resources`.
+    static let maxListed = 1_000
 
     package init() {}
 
@@ -64,11 +73,13 @@ package final class ResourceStore {
     }
 
     package func reset(now: EngineInstant) {
+        storedBytes = 0
         for resource in resources {
             resource.baseVersion = 1
             resource.baseDeleted = false
             resource.instances = [:]
             resource.order = []
+            resource.listed = []
             resource.served = 0
             switch resource.spec.lastModified {
             case .none: resource.baseLastModified = nil
@@ -123,9 +134,10 @@ package final class ResourceStore {
         return made
     }
 
-    /// Remembers that `key` was used, for listings.
+    /// Remembers that `key` was used, for listings; bounded, as a client may ask for any number of paths.
     func noteUse(_ resource: Loaded, _ key: String) {
-        if resource.instances[key] == nil, !resource.order.contains(key) { resource.order.append(key) }
+        guard resource.order.count < Self.maxListed, resource.listed.insert(key).inserted else { return }
+        resource.order.append(key)
     }
 
     private func regenerate(_ instance: inout Instance, _ resource: Loaded, _ key: String, size: Int) {
@@ -157,7 +169,13 @@ package final class ResourceStore {
             // Generated anew from the new version; bytes a client wrote stay as written.
             regenerate(&changed, resource, key, size: size)
         }
-        if !resource.order.contains(key) { resource.order.append(key) }
+        noteUse(resource, key)
+        if let old = resource.instances[key], case .bytes(let bytes) = old.body.storage, old.body !== resource.initialSource {
+            storedBytes -= bytes.count
+        }
+        if case .bytes(let bytes) = changed.body.storage, changed.body !== resource.initialSource {
+            storedBytes += bytes.count
+        }
         resource.instances[key] = changed
     }
 

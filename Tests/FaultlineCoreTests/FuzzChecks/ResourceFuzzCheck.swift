@@ -108,7 +108,7 @@ enum ResourceFuzzCheck {
         let expected: [ResourceDecision: Set<Int>] = [
             .full: [200], .partial: [206], .notModified: [304], .preconditionFailed: [412], .preconditionRequired: [428],
             .rangeNotSatisfiable: [416], .created: [201], .updated: [200, 204], .deleted: [204], .notFound: [404],
-            .methodNotAllowed: [405], .unsupportedMediaType: [415],
+            .methodNotAllowed: [405], .unsupportedMediaType: [415], .insufficientStorage: [507],
         ]
         if expected[record.decision]?.contains(status) != true {
             problems.append("decision \(record.decision.rawValue) answered \(status)")
