@@ -1,5 +1,6 @@
 """The `faultline` command line as a Python test harness sees it: exit codes, stdout and stderr."""
 
+import json
 import re
 import selectors
 import signal
@@ -32,7 +33,10 @@ def test_validate_the_bundled_scenarios(run_cli):
     assert result.returncode == 0, result.stderr
     files = [f for f in Path(SCENARIOS_DIR).glob("*.json") if not f.name.endswith(".schema.json")]
     assert len(files) >= 3
-    assert re.fullmatch(rf"ok: {len(files)} scenario\(s\), \d+ route\(s\)\n", result.stdout), result.stdout
+    resources = sum(len(json.loads(f.read_text()).get("resources", [])) for f in files)
+    assert resources > 0
+    assert re.fullmatch(rf"ok: {len(files)} scenario\(s\), \d+ route\(s\), {resources} resource\(s\)\n",
+                        result.stdout), result.stdout
 
 
 def test_version_matches_the_running_server(run_cli, faultline):
