@@ -173,6 +173,19 @@ import Testing
         #expect(Self.send(engine, "GET", "/notes/1").body == #"{"title":"a"}"#, "a reset restores the first version")
     }
 
+    @Test func writesOutsideTheMethodsAre405AndLocationIsAURI() throws {
+        let engine = try Self.engine(#"[{"id": "ro", "path": "/ro", "text": "x", "methods": ["DELETE"]}, {"id": "box", "path": "/box/{name}", "methods": ["PUT"]}]"#)
+        for method in ["PUT", "PATCH", "POST", "OPTIONS"] {
+            let refused = Self.send(engine, method, "/ro", body: "y")
+            #expect(refused.status == 405 && Self.field(refused.head, "Allow") == "GET, HEAD, DELETE", "\(method)")
+        }
+        #expect(Self.send(engine, "GET", "/ro").body == "x")
+        let created = Self.send(engine, "PUT", "/box/a%20b%2Fc%C3%A9", body: "z")
+        #expect(created.status == 201 && Self.field(created.head, "Location") == "/box/a%20b%2Fc%C3%A9")
+        #expect(created.record?.instance == "/box/a%20b%2Fc%C3%A9")
+        #expect(Self.send(engine, "GET", "/box/a%20b%2fc%c3%a9").body == "z", "one instance however the client encodes it")
+    }
+
     @Test func requireConditionalRefusesBlindWrites() throws {
         let engine = try Self.engine(#"[{"id": "n", "path": "/n", "json": {}, "methods": ["PUT"], "requireConditional": true}]"#)
         let blind = Self.send(engine, "PUT", "/n", body: "{}")

@@ -110,12 +110,13 @@ extension Engine {
         }
         var path: String?
         if let value = document["path"] {
-            guard case .string(let text) = value, case .matched = RouteMatcher.match(
+            guard case .string(let text) = value, case .matched(let parameters) = RouteMatcher.match(
                 resource.match, MatchInput(request: HTTPRequest(head: HTTPRequestHead(
                     method: "GET", target: text, version: .http1_1, headers: HTTPHeaders()))),
                 explain: false)
             else { return refuse(400, "\"path\" must be a path of resource \(id) (\(resource.spec.path.source))") }
-            path = text
+            // The instance as requests name it, however the caller encoded the path.
+            path = resources.instanceKey(resource, parameters)
         }
         let delete = document["delete"] == .bool(true)
         var newBody: [UInt8]?

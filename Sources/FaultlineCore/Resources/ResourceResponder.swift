@@ -34,10 +34,11 @@ extension ResourceStore {
         record.range = headers["range"]
         let method = request.method
         var answer: ResourceAnswer
+        // (Not `case "PUT", "PATCH", "DELETE" where …`: a `where` guards only the last pattern of a case.)
         switch method {
         case "GET", "HEAD":
             answer = read(request, resource, key, deviations, &record, now: now)
-        case "PUT", "PATCH", "DELETE" where spec.writeMethods.contains(method):
+        case _ where spec.writeMethods.contains(method):
             answer = write(request, resource, key, deviations, &record, now: now)
         default:
             record.decision = .methodNotAllowed

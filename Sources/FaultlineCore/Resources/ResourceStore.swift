@@ -104,17 +104,38 @@ package final class ResourceStore {
         return nil
     }
 
-    /// The instance named by path parameters: the resource's path with them filled in (a route that serves the
-    /// resource passes its own, which the loader checked name every parameter of the resource's path).
+    /// The instance named by path parameters: the resource's path with them filled in, each value percent-encoded
+    /// as one path segment (RFC 3986 `pchar`; `/` inside a value stays `%2F`), so the key is the instance's URI
+    /// path — a 201's Location — and two values never give one key. A route that serves the resource passes its
+    /// own parameters; the loader checked they name every parameter of the resource's path.
     package func instanceKey(_ resource: Loaded, _ parameters: [String: String]) -> String {
         guard resource.spec.path.segments.contains(where: { if case .parameter = $0 { true } else { false } })
         else { return resource.spec.path.source }
         return "/" + resource.spec.path.segments.map { segment in
             switch segment {
-            case .literal(let text): return text
-            case .parameter(let name): return parameters[name] ?? ""
+            case .literal(let text): return Self.uriSegment(text)
+            case .parameter(let name): return Self.uriSegment(parameters[name] ?? "")
             }
         }.joined(separator: "/")
+    }
+
+    /// `text` as one URI path segment: bytes outside RFC 3986's unreserved characters, sub-delims, `:` and `@`
+    /// percent-encoded (UTF-8).
+    static func uriSegment(_ text: String) -> String {
+        var out = ""
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                 UInt8(ascii: "0")...UInt8(ascii: "9"):
+                out.unicodeScalars.append(UnicodeScalar(byte))
+            case _ where "-._~!$&'()*+,;=:@".utf8.contains(byte):
+                out.unicodeScalars.append(UnicodeScalar(byte))
+            default:
+                let hex = String(byte, radix: 16, uppercase: true)
+                out += "%" + (hex.count == 1 ? "0" + hex : hex)
+            }
+        }
+        return out
     }
 
     /// The instance: as last written, or as the resource's current base version makes it (an instance nobody
