@@ -207,9 +207,11 @@ import Testing
         #expect(after.body != before.body && after.record?.version == 2)
         #expect(Self.field(after.head, "ETag") != Self.field(before.head, "ETag"))
         #expect(Self.field(after.head, "Last-Modified") == HTTPDate.format(unixSeconds: Self.wall + 1))
-        _ = Self.send(engine, "GET", "/bump", at: 1)
-        #expect(Self.field(Self.send(engine, "GET", "/blobs/a", at: 1).head, "Last-Modified")
-            == HTTPDate.format(unixSeconds: Self.wall + 2), "two changes in one second still differ by a second")
+        _ = Self.send(engine, "GET", "/bump", at: 1.5)
+        let again = Self.send(engine, "GET", "/blobs/a", at: 1.5)
+        #expect(Self.field(again.head, "Last-Modified") == HTTPDate.format(unixSeconds: Self.wall + 1),
+                "two changes in one second share a date, never later than Date")
+        #expect(Self.field(again.head, "ETag") != Self.field(after.head, "ETag"), "the ETag tells them apart")
         #expect(Self.send(engine, "GET", "/blobs/new", at: 1).record?.version == 3, "later instances start at the new version")
     }
 

@@ -56,7 +56,8 @@ extension Engine {
         let response = HTTPResponse(status: answer.status, headers: headers)
         let broken = ResponsePlanner.faultSteps(fault, response, body: answer.body, headOnly: isHead, &random)
         steps += broken
-        if !isHead, [200, 206].contains(answer.status), fault.name.sendsHead(fault.after),
+        // Only a body that is one stretch of the representation (not multipart) has an offset to cut at.
+        if !isHead, [200, 206].contains(answer.status), answer.record.ranges.count <= 1, fault.name.sendsHead(fault.after),
            !broken.contains(.end) {
             let sent = broken.reduce(0) { total, step in
                 switch step {

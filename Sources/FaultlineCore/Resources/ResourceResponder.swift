@@ -283,9 +283,9 @@ extension ResourceStore {
                 return preconditionFailed("If-None-Match", validators, record)
             }
         } else if headers["if-match"] != nil {
-            // Nothing to match (§13.1.1): even If-Match: * fails.
+            // Nothing to match (§13.1.1): even If-Match: * fails; there are no validators to send.
             record.decision = .preconditionFailed
-            return preconditionFailed("If-Match", validators, record)
+            return preconditionFailed("If-Match", Validators(), record)
         }
         let contentType = headers["content-type"]
         if method != "DELETE" && (resource.instances[key] == nil && resource.instances.count >= Self.maxWrittenInstances

@@ -177,7 +177,7 @@ package final class ResourceStore {
         var changed = instance(resource, key)
         changed.version += 1
         if let previous = changed.lastModified {
-            changed.lastModified = max(Int64(now.wallSeconds.rounded(.down)), previous + 1)
+            changed.lastModified = Self.modified(after: previous, now: now)
         }
         if delete {
             changed.exists = false
@@ -206,9 +206,16 @@ package final class ResourceStore {
         resource.baseVersion += 1
         resource.baseDeleted = delete
         if let previous = resource.baseLastModified {
-            resource.baseLastModified = max(Int64(now.wallSeconds.rounded(.down)), previous + 1)
+            resource.baseLastModified = Self.modified(after: previous, now: now)
         }
         for key in resource.instances.keys.sorted() { change(resource, key, delete: delete, now: now) }
+    }
+
+    /// A change's Last-Modified: now, to the second — never later than the Date the response carries (RFC 9110
+    /// §8.8.2.1), so two changes within one second share a date, as on any real server (the ETag tells them apart;
+    /// `last-modified-only` resources cannot).
+    static func modified(after previous: Int64, now: EngineInstant) -> Int64 {
+        max(Int64(now.wallSeconds.rounded(.down)), previous)
     }
 
     /// The entity tag of an instance as the resource sends it (strong or weak), or nil when it sends none.
