@@ -11,27 +11,43 @@ Covered here:
   the resource changed);
 - ranges in detail (single, suffix, open, multipart/byteranges parsed by hand, 416, invalid ranges, If-Range by
   ETag and by date, HEAD) over HTTP/1.1 and, for a few, HTTP/2 (h2c);
+- preconditions in RFC 9110 §13.2.2's order, writes (428, 412, 201, 204, 404, 415), 405 with Allow, weak and absent
+  ETags, fixed Last-Modified dates, resource steps (deviations, headers, effects), the admin endpoints
+  (`GET /__faultline/resources`, `POST /__faultline/resources/change` and its 400/404), the verdicts' edges
+  (inconclusive, a resume past the cut, a cut never resumed), scenario reset and deterministic ETags;
+- ranges in detail (single, suffix, open, multipart/byteranges parsed by hand, 416, invalid or abusive ranges,
+  If-Range by ETag and by date, HEAD, pipelining) over HTTP/1.1 and h2c, on stored and on generated bodies;
 - every deviation, each shown by what a real client then does;
 - `faultline validate` errors for bad resource input (file and JSON path in the message);
-- memory: twenty concurrent downloads of a 64 MiB generated resource;
-- a 206 cut twice by truncate-body and resumed to a byte-identical file.
+- memory: twenty concurrent downloads of a 64 MiB generated resource (HTTP/1.1 and h2c), stalled and aborted readers;
+- a 206 cut twice by truncate-body and resumed to a byte-identical file (HTTP/1.1 and h2c).
+
+Two tests are strict xfails for server bugs: PUT/PATCH accepted on resources whose `methods` lack them, and a 201's
+Location that is the decoded path (a raw space) rather than a URI.
 
 Nothing sleeps: the journal is long-polled (`wait_for`) and memory is sampled while the downloads run.
-curl's exit codes asserted here were measured with curl 7.88.1: 18 (partial file) for a cut body, 33 (range
-error, "HTTP server doesn't seem to support byte ranges. Cannot resume.") for a resume answered by a 200 or by a
-206 whose Content-Range does not start where it asked.
+curl's exit codes asserted here were measured with curl 7.88.1: 18 (partial file) for a body cut over HTTP/1.1, 92
+(HTTP/2 stream error) for one cut over h2c, 33 (range error, "HTTP server doesn't seem to support byte ranges.
+Cannot resume.") for a resume answered by a 200 or by a 206 whose Content-Range does not start where it asked.
 """
 
 import hashlib
 import json
 import re
+import socket
 import subprocess
 import time
 from pathlib import Path
 
+import h2.config
+import h2.connection
+import h2.events
+import h2.settings
 import httpx
 import pytest
 import requests
+
+from conftest import parse_responses
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 CACHE = SCENARIOS / "cache-revalidation.json"
@@ -133,6 +149,37 @@ def download_until_cut(url, headers=None):
             except httpx.RemoteProtocolError:
                 return response, b"".join(chunks), True
     return response, b"".join(chunks), False
+
+
+def h2c_get_until_reset(port, path, timeout=20):
+    """GETs path over h2c with the h2 package and large windows; returns (DATA bytes received, how it ended):
+    what the server really sent, whatever a client then keeps of it."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    connection.initiate_connection()
+    connection.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 2 ** 24})
+    connection.increment_flow_control_window(2 ** 30)
+    connection.send_headers(1, [(":method", "GET"), (":path", path), (":scheme", "http"), (":authority", "x")],
+                            end_stream=True)
+    sock.sendall(connection.data_to_send())
+    received, ended = 0, None
+    try:
+        while ended is None:
+            data = sock.recv(1 << 20)
+            if not data:
+                return received, "EOF"
+            for event in connection.receive_data(data):
+                if isinstance(event, h2.events.DataReceived):
+                    received += len(event.data)
+                    connection.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                elif isinstance(event, h2.events.StreamReset):
+                    ended = f"RST_STREAM {event.error_code.name}"
+                elif isinstance(event, h2.events.StreamEnded):
+                    ended = "END_STREAM"
+            sock.sendall(connection.data_to_send())
+    finally:
+        sock.close()
+    return received, ended
 
 
 def resource(resource_id, path, **fields):
@@ -460,15 +507,21 @@ def test_curl_resumes_the_cut_video_and_the_verdict_asks_for_if_range(start_faul
 
 
 def test_curl_resumes_the_cut_video_over_h2c(start_faultline, tmp_path):
+    """Over h2c the server sends exactly 32 MiB of DATA, then RST_STREAM (checked with the h2 package). curl 7.88
+    exits 92 (HTTP/2 stream error) and, measured, sometimes keeps a few bytes less than it received (33554396 of
+    33554432 in some runs): it resumes from what it kept, so the file still ends whole."""
     server = start_faultline(DOWNLOAD)
+    assert h2c_get_until_reset(server.port, "/downloads/v1/flaky/video.bin") == (VIDEO_CUT, "RST_STREAM INTERNAL_ERROR")
+    server.admin_json("POST", "scenarios/reset?journal=true")
     flaky = f"{server.url}/downloads/v1/flaky/video.bin"
     partial = tmp_path / "video.bin"
     cut = curl(flaky, "--http2-prior-knowledge", output=partial)
-    # Measured: over HTTP/2 the cut stream is an HTTP/2 stream error for curl 7.88: exit 92, not 18.
     assert cut.code == 92, cut
-    assert partial.stat().st_size == VIDEO_CUT
+    kept = partial.stat().st_size
+    assert 0 < kept <= VIDEO_CUT
     resumed = curl(flaky, "--http2-prior-knowledge", "-C", "-", output=partial)
     assert (resumed.code, resumed.status) == (0, 206), resumed
+    assert resumed.header("content-range") == f"bytes {kept}-{VIDEO_SIZE - 1}/{VIDEO_SIZE}"
     whole = httpx.get(f"{server.url}/downloads/v1/video.bin", timeout=TIMEOUT_S).content
     assert file_sha256(partial) == sha256(whole)
     head = curl(f"{server.url}/downloads/v1/video.bin", "--http2-prior-knowledge", "-I")
@@ -477,7 +530,7 @@ def test_curl_resumes_the_cut_video_over_h2c(start_faultline, tmp_path):
     assert (first["protocol"], first["response"]["outcome"], first["resource"]["cutAt"]) == (
         "h2c", "closed-by-fault", VIDEO_CUT)
     assert (second["protocol"], second["response"]["status"], second["resource"]["range"]) == (
-        "h2c", 206, f"bytes={VIDEO_CUT}-")
+        "h2c", 206, f"bytes={kept}-")
 
 
 def test_a_client_resuming_with_if_range_passes_resumes_downloads(start_faultline):
@@ -1172,38 +1225,95 @@ def test_twenty_concurrent_64_mib_downloads_stay_small(start_faultline, write_sc
     assert {e["protocol"] for e in entries} == {"http/1.1" if protocol == "--http1.1" else "h2c"}
 
 
+def test_stalled_and_aborted_readers_of_a_64_mib_body(start_faultline, write_scenario, raw_connect):
+    """Ten connections that ask for 64 MiB and read nothing, then one that reads 5 MB and hangs up: the server
+    keeps only what the kernel takes (RSS barely moves), records `client-closed`, and keeps answering."""
+    server = start_faultline(write_scenario(scenario("big", [resource("big", "/big.bin", generated={"size": "64MiB"})])))
+    pid = server.proc.pid
+    idle = vm_rss_kib(pid)
+    stalled = [raw_connect(server.port) for _ in range(10)]
+    for connection in stalled:
+        connection.send("GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+    server.wait_for(10, path="/big.bin")  # all ten are being answered
+    # Sample the RSS for a second while the ten answers sit blocked on full socket buffers.
+    peak = idle
+    until = time.monotonic() + 1.0
+    while time.monotonic() < until:
+        peak = max(peak, vm_rss_kib(pid))
+        time.sleep(0.05)  # the sampling period
+    for connection in stalled:
+        connection.close()
+    reader = raw_connect(server.port)
+    reader.send("GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+    reader.read_until(lambda data: len(data) >= 5_000_000, timeout=10)
+    reader.close()
+    entries = server.wait_for(11, path="/big.bin", outcome="client-closed", timeout_ms=10000)
+    assert len(entries) == 11
+    assert all(e["response"]["bytesWritten"] < VIDEO_SIZE for e in entries)
+    print(f"\nstalled readers: idle VmRSS {idle / 1024:.1f} MiB, peak {peak / 1024:.1f} MiB")
+    assert peak - idle < 32 * 1024, (idle, peak)
+    assert requests.get(f"{server.url}/big.bin", headers={"Range": "bytes=-4"}, timeout=TIMEOUT_S).status_code == 206
+
+
+def test_pipelined_head_get_and_range_on_one_connection(start_faultline, write_scenario, raw_connect):
+    server = start_faultline(write_scenario(scenario("pipe", [
+        resource("big", "/big.bin", generated={"size": MIB}), resource("small", "/small", text="tiny")])))
+    connection = raw_connect(server.port)
+    connection.send("HEAD /big.bin HTTP/1.1\r\nHost: x\r\n\r\n"
+                    "GET /small HTTP/1.1\r\nHost: x\r\n\r\n"
+                    "GET /big.bin HTTP/1.1\r\nHost: x\r\nRange: bytes=1000-100999\r\n\r\n"
+                    "GET /small HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    data, closed = connection.read_until_close(timeout=10)
+    assert closed is True
+    head_end = data.index(b"\r\n\r\n") + 4
+    assert data.startswith(b"HTTP/1.1 200 ") and f"Content-Length: {MIB}\r\n".encode() in data[:head_end]
+    responses, rest = parse_responses(data[head_end:])
+    assert rest == b"" and [(r.status, len(r.body)) for r in responses] == [(200, 4), (206, 100000), (200, 4)]
+    whole = requests.get(f"{server.url}/big.bin", timeout=TIMEOUT_S).content
+    assert responses[1].body == whole[1000:101000]
+
+
 # -- 8. a truncated 206 -------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("http2", [False, True], ids=["http1.1", "h2c"])
 def test_a_206_cut_twice_resumes_to_an_identical_file(start_faultline, write_scenario, tmp_path, http2):
-    """Over HTTP/1.1 each cut keeps its bytes (curl exit 18 twice). Measured over h2c: the server sends the 206's
-    HEADERS, 1000 bytes of DATA and RST_STREAM, but curl 7.88 -C - exits 92 and keeps none of the 206's bytes, so
-    it asks for bytes=1000- again; the file still ends byte-identical."""
+    """Over HTTP/1.1 each cut keeps its bytes (curl exit 18 twice). Over h2c the server sends the 206's HEADERS,
+    1000 bytes of DATA and RST_STREAM (the first cut checked with the h2 package); curl 7.88 -C - exits 92 and,
+    measured, keeps all, part or none of what it received (some runs do not even create the file), so it may ask for
+    the same offset again (the route's
+    last step repeats, whole): up to four runs, and the file ends byte-identical."""
     cut = {"type": "truncate-body", "bytes": 1000}
     path = write_scenario(scenario("cut-206", [resource("blob", "/blob", generated={"size": 5000})], routes=[
         {"id": "flaky-blob", "match": {"method": "GET", "path": "/flaky/blob"},
          "responses": [{"resource": "blob", "fault": cut}, {"resource": "blob", "fault": cut}, {"resource": "blob"}]}]))
     server = start_faultline(path)
+    if http2:
+        assert h2c_get_until_reset(server.port, "/flaky/blob") == (1000, "RST_STREAM INTERNAL_ERROR")
+        server.admin_json("POST", "scenarios/reset?journal=true")
     target = tmp_path / "blob"
     flags = ["--http2-prior-knowledge"] if http2 else []
     sizes = []
     codes = []
-    for _ in range(3):
+    for _ in range(4 if http2 else 3):
         codes.append(curl(f"{server.url}/flaky/blob", *flags, "-C", "-", output=target))
-        sizes.append(target.stat().st_size)
+        sizes.append(target.stat().st_size if target.exists() else 0)  # over h2c curl may not even create it
+        if codes[-1].code == 0:
+            break
     whole = requests.get(f"{server.url}/blob", timeout=TIMEOUT_S).content
     assert len(whole) == 5000 and target.read_bytes() == whole
-    entries = server.wait_for(3, path="/flaky/blob")
-    assert [e["resource"].get("cutAt") for e in entries] == [1000, 2000, None]
-    assert [e["response"]["outcome"] for e in entries] == ["closed-by-fault", "closed-by-fault", "completed"]
-    assert [e["response"]["status"] for e in entries] == [200, 206, 206]
+    entries = server.wait_for(len(codes), path="/flaky/blob")
+    starts = [0] + sizes[:-1]
+    assert [e["resource"]["range"] for e in entries] == [f"bytes={start}-" if start else None for start in starts]
+    assert [e["response"]["status"] for e in entries] == [206 if start else 200 for start in starts]
     if http2:
-        assert [c.code for c in codes] == [92, 92, 0], codes
-        assert sizes == [1000, 1000, 5000]
-        assert [e["resource"]["range"] for e in entries] == [None, "bytes=1000-", "bytes=1000-"]
-        assert codes[2].header("content-range") == "bytes 1000-4999/5000"
+        assert codes[-1].code == 0 and all(c.code == 92 for c in codes[:2]), codes
+        assert [e["resource"].get("cutAt") for e in entries[:2]] == [1000, starts[1] + 1000]
+        assert all(size <= cut_at for size, cut_at in zip(sizes, [1000, starts[1] + 1000]))
+        assert entries[-1]["response"]["outcome"] == "completed"
     else:
+        assert [e["resource"].get("cutAt") for e in entries] == [1000, 2000, None]
+        assert [e["response"]["outcome"] for e in entries] == ["closed-by-fault", "closed-by-fault", "completed"]
         assert [(c.code, c.status) for c in codes] == [(18, 200), (18, 206), (0, 206)], codes
         assert sizes == [1000, 2000, 5000]
         assert codes[1].header("content-range") == "bytes 1000-4999/5000"
