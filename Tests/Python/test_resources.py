@@ -1029,7 +1029,7 @@ def deviant_server(start_faultline, write_scenario):
     return server
 
 
-def only_entry(server, name):
+def last_entry(server, name):
     [entry] = resource_entries(server, path=f"/{name}")[-1:]
     assert entry["resource"]["deviations"] == [name]
     return entry
@@ -1044,7 +1044,7 @@ def test_ignore_range_makes_curl_refuse_to_resume(deviant_server, tmp_path):
     assert (resumed.code, resumed.status) == (33, 200), resumed
     assert "Cannot resume" in resumed.stderr
     assert partial.read_bytes() == SMALL.encode()[:100]
-    entry = only_entry(deviant_server, "ignore-range")
+    entry = last_entry(deviant_server, "ignore-range")
     assert (entry["resource"]["decision"], entry["resource"]["range"]) == ("full", "bytes=100-")
 
 
@@ -1112,7 +1112,7 @@ def test_last_modified_only_has_no_etag_and_curl_z_still_gets_304(deviant_server
     by_date = curl(url, "-z", first.header("last-modified"))
     assert (by_date.code, by_date.status) == (0, 304), by_date
     assert by_date.header("etag") is None
-    entry = only_entry(deviant_server, "last-modified-only")
+    entry = last_entry(deviant_server, "last-modified-only")
     assert entry["resource"]["etag"] is None and entry["resource"]["decision"] == "not-modified"
 
 
