@@ -22,8 +22,8 @@ Covered here:
 - memory: twenty concurrent downloads of a 64 MiB generated resource (HTTP/1.1 and h2c), stalled and aborted readers;
 - a 206 cut twice by truncate-body and resumed to a byte-identical file (HTTP/1.1 and h2c).
 
-Two tests are strict xfails for server bugs: PUT/PATCH accepted on resources whose `methods` lack them, and a 201's
-Location that is the decoded path (a raw space) rather than a URI.
+Two tests pin bugs these tests found and that are fixed: PUT/PATCH were accepted on resources whose `methods` lack
+them, and a 201's Location was the decoded path (a raw space) rather than a URI.
 
 Nothing sleeps: the journal is long-polled (`wait_for`) and memory is sampled while the downloads run.
 curl's exit codes asserted here were measured with curl 7.88.1: 18 (partial file) for a body cut over HTTP/1.1, 92
@@ -705,10 +705,6 @@ def test_other_methods_get_405_with_allow(probe_server):
     assert decisions(resource_entries(probe_server)) == ["method-not-allowed"] * 5
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "PUT and PATCH are accepted on a resource whose `methods` lacks them: `case \"PUT\", \"PATCH\", \"DELETE\" "
-    "where spec.writeMethods.contains(method)` in ResourceResponder.respond guards only the DELETE pattern "
-    "(a Swift `where` binds to the last pattern), so PUT /ro answers 204 and PATCH /ro 200, and the body changes"))
 def test_put_and_patch_need_to_be_in_methods(probe_server):
     for method, path, allow in [("PUT", "/ro", "GET, HEAD"), ("PATCH", "/ro", "GET, HEAD"),
                                 ("PATCH", "/putonly", "GET, HEAD, PUT")]:
@@ -731,9 +727,6 @@ def test_put_creates_an_instance_of_a_resource_without_a_body(start_faultline, w
     assert decisions(resource_entries(server)) == ["not-found", "precondition-failed", "created", "full", "not-found"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "201's Location is the decoded instance key, not a URI: PUT /box/a%20b answers `Location: /box/a b` (a raw "
-    "space; /box/caf%C3%A9 gives raw UTF-8 bytes), which RFC 9110 §10.2.2 (Location = URI-reference) forbids"))
 def test_location_of_a_created_instance_is_a_uri(start_faultline, write_scenario):
     server = start_faultline(write_scenario(scenario("boxes", [resource("box", "/box/{id}", methods=["PUT"])])))
     created = requests.put(f"{server.url}/box/a%20b", data="z", timeout=TIMEOUT_S)
