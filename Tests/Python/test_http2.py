@@ -457,10 +457,16 @@ def test_zero_initial_window_stalls_the_upload_until_the_window_opens(h2server, 
     started = time.monotonic()
     code, out, err = curl(server, "/up", *upload, tls=False)
     elapsed = time.monotonic() - started
-    assert (code, out) == (0, "got it 200000"), err
-    assert elapsed >= 0.4, elapsed
-    (entry,) = server.wait_for(1, route="up")
-    assert entry["bodySize"] == 200_000
+    if code == 92:
+        # A race CI met once in many runs: curl had acknowledged our SETTINGS (window 0) before its request went
+        # out, and still sent the 65,535 bytes of the old window; nghttp2 refused the overrun with RST_STREAM
+        # FLOW_CONTROL_ERROR, as RFC 9113 §6.9.1 allows. Nothing was stalled, so only the refusal is checked.
+        assert out == " 65535" and "FLOW_CONTROL_ERROR" in err, (code, out, err)
+    else:
+        assert (code, out) == (0, "got it 200000"), err
+        assert elapsed >= 0.4, elapsed
+        (entry,) = server.wait_for(1, route="up")
+        assert entry["bodySize"] == 200_000
 
     stalled = h2server(routes=[route("up", {"status": 200, "text": "got it"}, method="POST")],
                        http2={"initialWindowSize": 0}, name="stalled")
