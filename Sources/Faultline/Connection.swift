@@ -27,6 +27,8 @@ final class Connection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDelegate 
     @exclusivity(unchecked) private var prefaceSoFar: [UInt8] = []
     /// When the connection turned out to speak HTTP/2: its connection entry's time.
     @exclusivity(unchecked) private var http2StartedAt: Arrival?
+    /// The WebSocket session after a 101; the HTTP/1.1 machine is done then.
+    @exclusivity(unchecked) private var websocket: WebSocketChannel?
 
     init(info: ConnectionInfo, transport: Transport, tls: TLSTransport?, server: ServerCore) {
         self.info = info
@@ -59,22 +61,26 @@ final class Connection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDelegate 
 
     /// Ends the connection; exchanges not yet answered are journaled with `outcome`.
     func teardown(_ outcome: ExchangeOutcome) {
-        if let http2 { http2.teardown(outcome) } else { machine.teardown(outcome) }
+        if let websocket { websocket.session.teardown() } else if let http2 { http2.teardown(outcome) } else { machine.teardown(outcome) }
     }
 
     /// A scenario reset: a scripted response in progress must not leak into the next test. HTTP/1.1 can only
     /// close the connection; HTTP/2 cancels the streams (RST_STREAM CANCEL) and keeps it.
     func cancelPendingResponses() {
-        if let http2 { http2.cancelPending(.cancelled) } else { machine.teardown(.cancelled) }
+        if let websocket { websocket.session.teardown() } else if let http2 { http2.cancelPending(.cancelled) } else { machine.teardown(.cancelled) }
     }
 
     /// The connection is busy with a response that a scenario reset must not let leak into the next test.
-    var hasPendingScriptedResponse: Bool { http2?.hasPendingScriptedResponse ?? machine.hasPendingScriptedResponse }
+    var hasPendingScriptedResponse: Bool {
+        websocket != nil || (http2?.hasPendingScriptedResponse ?? machine.hasPendingScriptedResponse)
+    }
 
     // MARK: - TransportDelegate
 
     func transportReceived(_ bytes: UnsafeRawBufferPointer) {
-        if let http2 {
+        if let websocket {
+            websocket.session.received(bytes)
+        } else if let http2 {
             http2.received(bytes)
         } else if protocolDecided {
             machine.received(bytes)
@@ -83,9 +89,16 @@ final class Connection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDelegate 
         }
     }
 
-    func transportPeerFinished() { if let http2 { http2.peerFinished() } else { machine.peerFinished() } }
-    func transportFailed() { if let http2 { http2.peerFailed() } else { machine.peerFailed() } }
-    func transportDrained() { if let http2 { http2.drained() } else { machine.drained() } }
+    func transportPeerFinished() {
+        if let websocket { websocket.session.peerFinished() } else if let http2 { http2.peerFinished() } else { machine.peerFinished() }
+    }
+    func transportFailed() {
+        if let websocket { websocket.session.peerFailed() } else if let http2 { http2.peerFailed() } else { machine.peerFailed() }
+    }
+    func transportDrained() {
+        if websocket != nil { return }
+        if let http2 { http2.drained() } else { machine.drained() }
+    }
 
     // MARK: - Which protocol
 
@@ -156,6 +169,14 @@ final class Connection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDelegate 
     }
 
     func closeSoon() { server.closeSoon(self) }
+
+    func upgrade(_ exchange: Exchange, _ plan: WebSocketSessionPlan, early: [UInt8]) {
+        let channel = WebSocketChannel(transport: transport, server: server, exchange: exchange, plan: plan) {
+            [unowned self] abortive in close(abortive: abortive)
+        }
+        websocket = channel
+        channel.session.start(early: early)
+    }
 
     func startTimer(_ timer: HTTP1Timer, milliseconds: Int) {
         timers[timer.rawValue] = LoopTimer(loop: server.loop, milliseconds: milliseconds) { [unowned self] in

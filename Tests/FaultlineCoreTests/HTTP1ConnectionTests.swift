@@ -69,6 +69,13 @@ final class FakeHTTP1IO: HTTP1ConnectionIO {
         finishedAt[name] = at ?? UInt64(clock) * 1_000_000
     }
     func policyClosed(after sequence: Int, _ reason: PolicyClose) { policyCloses.append("\(sequence) \(reason.rawValue)") }
+    /// The bytes an upgrade handed over, per upgraded path.
+    var upgradedWith: [String: [UInt8]] = [:]
+    func upgrade(_ exchange: Exchange, _ plan: WebSocketSessionPlan, early: [UInt8]) {
+        let name = exchangeNames[ObjectIdentifier(exchange)] ?? "?"
+        actions.append("upgrade \(name)")
+        upgradedWith[name] = early
+    }
 
     /// Moves the clock on, firing due timers in deadline order.
     func advance(_ milliseconds: Int) {

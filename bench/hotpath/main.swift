@@ -133,6 +133,7 @@ final class BenchIO: HTTP1ConnectionIO {
         }
     }
     func policyClosed(after sequence: Int, _ reason: PolicyClose) {}
+    func upgrade(_ exchange: Exchange, _ plan: WebSocketSessionPlan, early: [UInt8]) {}
 }
 
 #if canImport(Glibc)

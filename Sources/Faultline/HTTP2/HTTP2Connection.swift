@@ -647,6 +647,11 @@ final class HTTP2Connection {
             exchange.bytesWritten += bytes.count
         case .http2(let action):
             perform(action, on: stream, exchange)
+        case .upgrade:
+            // WebSocket routes serve HTTP/1.1 only (`Route.servedProtocols`): never reached over HTTP/2.
+            assertionFailure("a WebSocket upgrade on an HTTP/2 stream")
+            stream.stopped = true
+            resetAfterPending(stream, code: UInt32(NGHTTP2_INTERNAL_ERROR.rawValue), outcome: .closedByFault)
         }
     }
 

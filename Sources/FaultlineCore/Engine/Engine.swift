@@ -396,7 +396,10 @@ package final class Engine {
         let prepared = loaded.prepared[stepIndex]
         let plan: ResponseScript
         var resourceRecord: ResourceRecord?
-        if let reference = prepared.step.resource, let (script, record) = resourceStep(
+        if let spec = prepared.step.websocket {
+            var context = templateContext(input, parameters, requestID: requestID)
+            plan = webSocketScript(spec, step: prepared.step, input.request, context: &context, random: &state.random)
+        } else if let reference = prepared.step.resource, let (script, record) = resourceStep(
             reference, prepared.step, scenarioIndex: loaded.scenarioIndex, input, parameters, now: now,
             random: &state.random, extraHeaders: extraHeaders) {
             plan = script

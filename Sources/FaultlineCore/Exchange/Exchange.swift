@@ -164,7 +164,7 @@ package struct HTTP1Renderer: Sendable {
             chunked = false
         case .raw(let bytes):
             out.append(bytes: bytes)
-        case .wait, .abortExchange, .abortConnection, .hang, .http2:
+        case .wait, .abortExchange, .abortConnection, .hang, .http2, .upgrade:
             break
         }
     }

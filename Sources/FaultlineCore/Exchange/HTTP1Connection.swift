@@ -43,6 +43,9 @@ package protocol HTTP1ConnectionIO: AnyObject {
     func dispatch(_ request: HTTPRequest, _ context: RequestContext) -> Exchange
     /// Journals a request that is not valid HTTP; the exchange carries the error response.
     func reject(_ error: HTTPParseError, _ context: RequestContext) -> Exchange
+    /// The exchange's 101 is written: the connection switches to a WebSocket session playing `plan`; `early` are the
+    /// bytes the client sent after its request. The session finishes the exchange when it ends.
+    func upgrade(_ exchange: Exchange, _ plan: WebSocketSessionPlan, early: [UInt8])
     /// Journals a request that reached the server but will never be answered, with how it ended.
     func journalUnanswered(_ request: HTTPRequest?, _ error: HTTPParseError?, _ context: RequestContext,
                            _ outcome: ExchangeOutcome)
@@ -140,6 +143,9 @@ package final class HTTP1Connection {
         case lingering(readsLateRequests: Bool)
         /// Closed; the machine makes no more calls.
         case closed
+        /// Switched to WebSocket after a 101 (`ScriptStep.upgrade`): the connection belongs to the session now; the
+        /// machine makes no more calls.
+        case upgraded
     }
 
     /// What the connection is doing with its reading side.
@@ -227,7 +233,7 @@ package final class HTTP1Connection {
 
     private var isClosing: Bool {
         switch state {
-        case .closed, .lingering, .closeQueued: return true
+        case .closed, .lingering, .closeQueued, .upgraded: return true
         default: return false
         }
     }
@@ -275,7 +281,7 @@ package final class HTTP1Connection {
     package func received(_ bytes: UnsafeRawBufferPointer) {
         cancel(.idle)
         switch state {
-        case .closed, .closeQueued: return
+        case .closed, .closeQueued, .upgraded: return
         case .lingering(let readsLateRequests):
             guard readsLateRequests else { return }
             parser.append(bytes)
@@ -289,7 +295,7 @@ package final class HTTP1Connection {
 
     private func parseAvailable() {
         parsePass &+= 1
-        while !isClosing, let event = parser.next() {
+        while !isClosing, !awaitingUpgrade, let event = parser.next() {
             switch event {
             case .head(let head):
                 noteHeadArrival()
@@ -353,8 +359,14 @@ package final class HTTP1Connection {
 
     private func received(_ request: HTTPRequest) {
         let exchange = io.dispatch(request, nextContext())
+        // What follows an upgrade request may be the new protocol's bytes: parse no further until its answer says.
+        if request.head.asksForWebSocket { awaitingUpgrade = true }
         enqueue(exchange)
     }
+
+    /// A WebSocket upgrade request is waiting for its answer (`received`): a 101 hands the bytes after it to the
+    /// session, anything else lets parsing go on.
+    @exclusivity(unchecked) private var awaitingUpgrade = false
 
     /// A request that is not valid HTTP: the Dispatcher journals it and answers with its status and a close
     /// (after the responses queued before it, to keep their order).
@@ -464,6 +476,16 @@ package final class HTTP1Connection {
                 case .http2:
                     // Frame actions exist only on HTTP/2; the loader refuses them on HTTP/1.1 routes.
                     assertionFailure("an HTTP/2 frame step on an HTTP/1.1 connection")
+                case .upgrade(let plan):
+                    // The 101 is out: the connection is the session's from here, with what the client sent after
+                    // its request.
+                    guard flush() else { return }
+                    let exchange = removeHead()
+                    for timer in HTTP1Timer.allCases where isArmed(timer) { io.cancelTimer(timer) }
+                    armed = 0
+                    state = .upgraded
+                    io.upgrade(exchange, plan, early: parser.takeBuffered())
+                    return
                 }
             }
         }
@@ -520,6 +542,9 @@ package final class HTTP1Connection {
     private func finishExchange() {
         let exchange = removeHead()
         awaitingDrain.append(exchange)
+        // The upgrade was refused (a 401, a 503 with Retry-After): what follows is HTTP again (parsed below).
+        let resumeParsing = awaitingUpgrade && exchanges.isEmpty
+        if resumeParsing { awaitingUpgrade = false }
         transition(to: .idle)
         if io.pendingOutput == 0 { drained() }
         guard state == .idle else { return }
@@ -528,6 +553,7 @@ package final class HTTP1Connection {
             if io.pendingOutput == 0 { closeGracefully(after: exchange) }
             return
         }
+        if resumeParsing && parser.bufferedByteCount > 0 { parseAvailable() }
         if case .finished = readSide, exchanges.isEmpty {
             settle()
             return
@@ -722,7 +748,7 @@ package final class HTTP1Connection {
     /// Ends the connection. Exchanges not yet answered get `outcome` (the head one `hang-released` when a hang
     /// ends because the client left).
     package func teardown(_ outcome: ExchangeOutcome, abortive: Bool = false) {
-        guard state != .closed else { return }
+        guard state != .closed, state != .upgraded else { return }
         let wasHanging = state == .hanging
         // Closed before anything is completed: a completion may stop the server, which tears every connection
         // down, this one included; that call must find it closed.

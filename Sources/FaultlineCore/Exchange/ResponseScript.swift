@@ -76,6 +76,8 @@ package enum ScriptStep: Sendable, Equatable {
     case hang
     /// A frame-level action only HTTP/2 has: RST_STREAM with a code, GOAWAY.
     case http2(HTTP2Action)
+    /// After a 101: the connection switches to WebSocket (RFC 6455) and plays this session. HTTP/1.1 only.
+    case upgrade(WebSocketSessionPlan)
 }
 
 /// HTTP/2's own ways to end a stream or a connection (RFC 9113 §6.4, §6.8), as script steps.

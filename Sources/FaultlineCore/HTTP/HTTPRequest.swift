@@ -93,6 +93,12 @@ public struct HTTPRequestHead: Sendable, Equatable {
         self.headers = headers
     }
 
+    /// A WebSocket opening handshake's marks (RFC 6455 §4.1): `Upgrade: websocket` and `Connection: upgrade`.
+    public var asksForWebSocket: Bool {
+        guard let upgrade = headers["upgrade"], upgrade.lowercased().contains("websocket") else { return false }
+        return headers.values("connection").contains { $0.lowercased().contains("upgrade") }
+    }
+
     /// The path part of the target (before `?`), still percent-encoded. Absolute-form targets are reduced
     /// to their path.
     public var path: String {

@@ -155,6 +155,18 @@ package struct HTTPRequestParser: Sendable {
     /// Bytes buffered and not yet consumed. Zero after a failure: the rest of the input is discarded.
     package var bufferedByteCount: Int { buffer.count - readIndex }
 
+    /// The bytes buffered after the last complete request, taken out: what a client sent right after an upgrade
+    /// request belongs to the protocol it switched to.
+    package mutating func takeBuffered() -> [UInt8] {
+        defer {
+            buffer.removeAll()
+            readIndex = 0
+            lineStart = 0
+            scanIndex = 0
+        }
+        return Array(buffer[readIndex...])
+    }
+
     /// True once the current request's head has been emitted but its body is not complete yet.
     package var isReadingBody: Bool {
         switch state {

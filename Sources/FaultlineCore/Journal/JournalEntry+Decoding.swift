@@ -38,6 +38,9 @@ extension JournalEntry {
         scenario = string(json["scenario"])
         scenarioVersion = int(json["scenarioVersion"])
         if let record = json["resource"], record != .null { resource = ResourceRecord(json: record) }
+        if let record = json["websocket"], record != .null {
+            websocket = WebSocketRecord(json: record, start: receivedAtMonotonicNanos)
+        }
         route = string(json["route"]).map { DecisionSource(journalText: $0, scenario: scenario, resource: resource?.id) }
         answeredBy = string(json["answeredBy"]).flatMap(PolicyAnswer.init(journalText:))
         step = int(json["step"])

@@ -69,6 +69,7 @@ public struct JournalEntry: Sendable {
         var stream: Int? = nil
         var http2: HTTP2ConnectionSummary? = nil
         var resource: ResourceRecord? = nil
+        var websocket: WebSocketRecord? = nil
     }
 
     private final class Storage: @unchecked Sendable {
@@ -234,11 +235,19 @@ public struct JournalEntry: Sendable {
         get { storage.fields.resource }
         set { unique.fields.resource = newValue }
     }
-    /// The journal's `protocol`: `http/1.1`, `h2`, or `h2c` (HTTP/2 without TLS).
+    /// A WebSocket upgrade that was accepted: the session's frames and how it ended.
+    public var websocket: WebSocketRecord? {
+        get { storage.fields.websocket }
+        set { unique.fields.websocket = newValue }
+    }
+    /// The journal's `protocol`: `http/1.1`, `h2`, `h2c` (HTTP/2 without TLS), or `websocket` (an upgrade that
+    /// was accepted).
     public var protocolName: String {
+        // An accepted upgrade: the session that followed is the entry's story (RFC 6455 over HTTP/1.1).
+        if websocket != nil { return "websocket" }
         switch exchangeProtocol {
-        case .http1: ExchangeProtocol.http1.rawValue
-        case .http2: tls == nil ? "h2c" : ExchangeProtocol.http2.rawValue
+        case .http1: return ExchangeProtocol.http1.rawValue
+        case .http2: return tls == nil ? "h2c" : ExchangeProtocol.http2.rawValue
         }
     }
     public var outcome: ExchangeOutcome {
@@ -310,6 +319,7 @@ extension JournalEntry {
         members.append(("answeredBy", answeredBy.map { .string($0.description) } ?? .null))
         members.append(("notes", .array(notes.map { .string($0.description) })))
         if let resource { members.append(("resource", resource.json())) }
+        if let websocket { members.append(("websocket", websocket.json(since: receivedAtMonotonicNanos))) }
         if let unmatched {
             members.append(("nearest", .object([
                 ("route", unmatched.nearestRoute.map(JSONValue.string) ?? .null),

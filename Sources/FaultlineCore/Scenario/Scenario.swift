@@ -122,6 +122,8 @@ public struct Route: Sendable, Equatable {
         if let protocols { return protocols }
         var served = Set(ExchangeProtocol.allCases)
         for step in responses { if let fault = step.fault { served.formIntersection(fault.name.protocols) } }
+        // A WebSocket is an HTTP/1.1 upgrade (RFC 8441's HTTP/2 CONNECT is not served).
+        if responses.contains(where: { $0.websocket != nil }) { served.formIntersection([.http1]) }
         for case .fault(let spec) in chaos?.outcomes ?? [] { served.formIntersection(spec.name.protocols) }
         return served
     }
@@ -330,6 +332,8 @@ public struct ResponseStep: Sendable, Equatable {
     public var effects: [StepEffect] = []
     /// The step answers with a resource (`{"resource": "ID"}`) instead of a scripted status and body.
     public var resource: ResourceReference?
+    /// The step accepts a WebSocket upgrade and plays a session (`{"websocket": {…}}`).
+    public var websocket: WebSocketSpec?
 
     public init(
         status: Int = 200, headers: [(name: String, value: String)] = [], body: StepBody = .empty,
@@ -349,7 +353,7 @@ public struct ResponseStep: Sendable, Equatable {
     public static func == (lhs: ResponseStep, rhs: ResponseStep) -> Bool {
         lhs.status == rhs.status && lhs.body == rhs.body && lhs.delay == rhs.delay && lhs.drip == rhs.drip
             && lhs.fault == rhs.fault && lhs.times == rhs.times && lhs.closeConnection == rhs.closeConnection
-            && lhs.effects == rhs.effects && lhs.resource == rhs.resource
+            && lhs.effects == rhs.effects && lhs.resource == rhs.resource && lhs.websocket == rhs.websocket
             && lhs.headers.map(\.name) == rhs.headers.map(\.name)
             && lhs.headers.map(\.value) == rhs.headers.map(\.value)
     }

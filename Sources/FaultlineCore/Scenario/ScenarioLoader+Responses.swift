@@ -6,7 +6,7 @@ extension ScenarioLoader {
     static let bodyKeys = ["json", "text", "base64", "file"]
     static let stepKeys = [
         "status", "headers", "json", "text", "base64", "file", "delayMs", "delay", "chunked", "fault", "times", "close",
-        "effects", "resource",
+        "effects", "resource", "websocket",
     ]
 }
 
@@ -91,6 +91,16 @@ extension ScenarioLoader.Reader {
                     + "the resource answers with its own status and body")
             }
             step.resource = resourceReference(value, at: fields.path("resource"))
+        }
+
+        if let value = fields["websocket"] {
+            // The 101 and the session decide everything a response would: a step adds only a delay before the
+            // 101, `times` and effects.
+            for key in ["status", "chunked", "fault", "resource", "headers"] + ScenarioLoader.bodyKeys where fields[key] != nil {
+                report(fields.path(key), "a step that accepts a WebSocket takes no \(ScenarioLoader.quoted(key))"
+                    + (key == "headers" ? ": the 101's fields go in \"websocket\".\"headers\"" : ""))
+            }
+            step.websocket = webSocketSpec(value, at: fields.path("websocket"))
         }
 
         return errors.count == errorCount ? step : nil

@@ -464,7 +464,7 @@ extension ScenarioLoader.Reader {
     }
 
     /// An object with exactly one of `equals` (string), `contains` (string) or `json` (any value).
-    private mutating func bodyMatcher(_ value: JSONValue, at path: String) -> BodyMatcher? {
+    mutating func bodyMatcher(_ value: JSONValue, at path: String) -> BodyMatcher? {
         let kinds = ["equals", "contains", "json"]
         guard let fields = fields(value, at: path, known: kinds),
               let kind = exactlyOne(of: kinds, in: fields) else { return nil }

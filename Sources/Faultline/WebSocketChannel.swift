@@ -1,0 +1,66 @@
+import FaultlineCore
+
+/// A connection after its 101: the WebSocket session (`WebSocketSession` in FaultlineCore) wired to the
+/// connection's transport, loop timers and the journal entry of its upgrade request (ARCHITECTURE §4c). The
+/// session finishes that entry's exchange when it ends. Loop thread only.
+final class WebSocketChannel: WebSocketSessionIO {
+    private let transport: Transport
+    private unowned(unsafe) let server: ServerCore
+    private let exchange: Exchange
+    private var timers: [LoopTimer?] = Array(repeating: nil, count: WebSocketTimer.allCases.count)
+    private(set) var session: WebSocketSession!
+    /// Called once the transport is closed (the connection is done).
+    private let onClose: (Bool) -> Void
+
+    init(transport: Transport, server: ServerCore, exchange: Exchange, plan: WebSocketSessionPlan,
+         onClose: @escaping (Bool) -> Void) {
+        self.transport = transport
+        self.server = server
+        self.exchange = exchange
+        self.onClose = onClose
+        if let sequence = exchange.sequence {
+            server.updateEntry(sequence) { $0.websocket = WebSocketRecord(subprotocol: plan.subprotocol) }
+        }
+        session = WebSocketSession(io: self, plan: plan)
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        exchange.bytesWritten += bytes.count
+        return transport.write(bytes)
+    }
+
+    func close(abortive: Bool) {
+        for index in timers.indices {
+            timers[index]?.cancel()
+            timers[index] = nil
+        }
+        onClose(abortive)
+    }
+
+    func startTimer(_ timer: WebSocketTimer, milliseconds: Int) {
+        timers[timer.rawValue]?.cancel()
+        timers[timer.rawValue] = LoopTimer(loop: server.loop, milliseconds: milliseconds) { [unowned self] in
+            timers[timer.rawValue] = nil
+            session.timerFired(timer)
+        }
+    }
+
+    func cancelTimer(_ timer: WebSocketTimer) {
+        timers[timer.rawValue]?.cancel()
+        timers[timer.rawValue] = nil
+    }
+
+    func nowNanos() -> UInt64 { Clock.monotonicNanos() }
+
+    func journal(_ frame: WebSocketFrameRecord) {
+        guard let sequence = exchange.sequence else { return }
+        server.updateEntry(sequence) { $0.websocket?.add(frame) }
+    }
+
+    func ended(_ end: WebSocketEnd) {
+        if let sequence = exchange.sequence { server.updateEntry(sequence) { $0.websocket?.end = end } }
+        let outcome: ExchangeOutcome = end.fault != nil ? .closedByFault : end.by == .client && end.code == nil
+            ? .clientClosed : .completed
+        server.dispatcher.finished(exchange, outcome, at: end.atMonotonicNanos)
+    }
+}
