@@ -21,6 +21,8 @@ if [ "$need" = test ]; then
     command -v go >/dev/null || apt_packages+=(golang-go)
     command -v openssl >/dev/null || apt_packages+=(openssl)
     command -v h2load >/dev/null || apt_packages+=(nghttp2-client)
+    # node's WebSocket client (node 20 has none built in): Debian's node-ws, for Tests/Python/test_websocket.py.
+    [ -d /usr/share/nodejs/ws ] || apt_packages+=(node-ws)
 fi
 if [ "$need" = bench ]; then
     command -v wrk >/dev/null || apt_packages+=(wrk)
@@ -77,6 +79,14 @@ if [ "$need" = test ]; then
         if ! python3 -m pip install -q httpx cryptography h2 2>/dev/null; then
             $sudo apt-get update -qq
             DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-httpx python3-cryptography python3-h2 >/dev/null
+        fi
+    fi
+    if ! python3 -c 'import websockets' 2>/dev/null; then
+        echo "ensure-deps: installing Python package websockets (Tests/Python/test_websocket.py)" >&2
+        # Debian has python3-websockets; pip where it may install, as above.
+        if ! python3 -m pip install -q websockets 2>/dev/null; then
+            $sudo apt-get update -qq
+            DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-websockets >/dev/null
         fi
     fi
     if ! python3 -c 'import schemathesis' 2>/dev/null; then
