@@ -57,6 +57,12 @@ final class WebSocketChannel: WebSocketSessionIO {
         server.updateEntry(sequence) { $0.websocket?.add(frame) }
     }
 
+    func faultStarted(_ name: String) {
+        guard let sequence = exchange.sequence else { return }
+        let now = Clock.monotonicNanos()
+        server.updateEntry(sequence) { $0.websocket?.faultStarted = (name, now) }
+    }
+
     func ended(_ end: WebSocketEnd) {
         if let sequence = exchange.sequence { server.updateEntry(sequence) { $0.websocket?.end = end } }
         let outcome: ExchangeOutcome = end.fault != nil ? .closedByFault : end.by == .client && end.code == nil

@@ -23,6 +23,8 @@ final class FakeWebSocketIO: WebSocketSessionIO {
     func nowNanos() -> UInt64 { UInt64(clock) * 1_000_000 }
     func journal(_ frame: WebSocketFrameRecord) { journaled.append(frame) }
     func ended(_ end: WebSocketEnd) { self.end = end }
+    var faults: [String] = []
+    func faultStarted(_ name: String) { faults.append(name) }
 
     func advance(_ milliseconds: Int) {
         let end = clock + milliseconds

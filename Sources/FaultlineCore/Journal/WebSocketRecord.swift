@@ -8,6 +8,14 @@ public struct WebSocketRecord: Sendable, Equatable {
     public var framesIn = 0
     public var framesOut = 0
     public var end: WebSocketEnd?
+    /// The first script fault and when it started (the moment a `silence` made the server a dead peer).
+    public var faultStarted: (name: String, atMonotonicNanos: UInt64)?
+
+    public static func == (lhs: WebSocketRecord, rhs: WebSocketRecord) -> Bool {
+        lhs.subprotocol == rhs.subprotocol && lhs.frames == rhs.frames && lhs.framesIn == rhs.framesIn
+            && lhs.framesOut == rhs.framesOut && lhs.end == rhs.end && lhs.faultStarted?.name == rhs.faultStarted?.name
+            && lhs.faultStarted?.atMonotonicNanos == rhs.faultStarted?.atMonotonicNanos
+    }
 
     public init(subprotocol: String?) {
         self.subprotocol = subprotocol
@@ -43,6 +51,7 @@ public struct WebSocketRecord: Sendable, Equatable {
                     ("text", frame.text.map(JSONValue.string) ?? .null), ("atMs", ms(frame.atMonotonicNanos)),
                 ])
             })),
+            ("fault", faultStarted.map { .object([("name", .string($0.name)), ("atMs", ms($0.atMonotonicNanos))]) } ?? .null),
             ("end", end),
         ])
     }
@@ -66,6 +75,9 @@ public struct WebSocketRecord: Sendable, Equatable {
                 return WebSocketFrameRecord(direction: way, opcode: opcode, fin: item["fin"] != .bool(false),
                                             size: item["size"]?.intValue ?? 0, text: text, atMonotonicNanos: nanos(item["atMs"]))
             }
+        }
+        if let started = json["fault"], case .string(let name)? = started["name"] {
+            faultStarted = (name, nanos(started["atMs"]))
         }
         if let finished = json["end"], case .string(let by)? = finished["by"], let party = WebSocketEnd.Party(rawValue: by) {
             var reason = ""

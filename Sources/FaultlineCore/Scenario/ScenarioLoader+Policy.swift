@@ -197,8 +197,10 @@ extension ScenarioLoader.Reader {
         let flags = [
             "honorsRetryAfter", "singleFlightRefresh", "noDuplicateSideEffects", "retriesOnlyReplayable", "noRetryOn4xx",
             "retriesOnlyUnprocessed", "revalidatesWithValidators", "resumesDownloads", "conditionalWrites",
+            "reconnectBackoff", "honorsRetryAfterOnUpgrade",
         ]
-        guard let fields = fields(value, at: path, known: flags + ["maxRefreshes", "maxAttempts", "backoff", "logicalRequest"])
+        guard let fields = fields(value, at: path, known: flags + ["maxRefreshes", "maxAttempts", "backoff", "logicalRequest",
+                                                                  "resubscribes", "heartbeatMs"])
         else { return nil }
         var expect = Expectations()
         func flag(_ key: String) -> Bool { fields[key].flatMap { bool($0, at: fields.path(key)) } ?? false }
@@ -210,6 +212,15 @@ extension ScenarioLoader.Reader {
         expect.revalidatesWithValidators = flag("revalidatesWithValidators")
         expect.resumesDownloads = flag("resumesDownloads")
         expect.conditionalWrites = flag("conditionalWrites")
+        expect.reconnectBackoff = flag("reconnectBackoff")
+        expect.honorsRetryAfterOnUpgrade = flag("honorsRetryAfterOnUpgrade")
+        if let value = fields["resubscribes"], let elements = array(value, at: fields.path("resubscribes")) {
+            if elements.isEmpty { report(fields.path("resubscribes"), "name at least one message (a body matcher)") }
+            expect.resubscribes = elements.enumerated().compactMap { bodyMatcher($1, at: "\(fields.path("resubscribes"))[\($0)]") }
+        }
+        if let value = fields["heartbeatMs"] {
+            expect.heartbeatMilliseconds = integer(value, at: fields.path("heartbeatMs"), in: 1...ScenarioLoader.maxDelayMilliseconds)
+        }
         expect.noRetryOn4xx = flag("noRetryOn4xx")
         expect.maxRefreshes = fields["maxRefreshes"].flatMap { integer($0, at: fields.path("maxRefreshes"), in: 0...Int.max) }
         expect.maxAttempts = fields["maxAttempts"].flatMap { integer($0, at: fields.path("maxAttempts"), in: 1...Int.max) }

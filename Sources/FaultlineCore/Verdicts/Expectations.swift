@@ -32,6 +32,15 @@ public struct Expectations: Sendable, Equatable {
     public var resumesDownloads = false
     /// Every PUT, PATCH and DELETE of a resource carries If-Match or If-Unmodified-Since (or, creating, If-None-Match).
     public var conditionalWrites = false
+    /// After a WebSocket session is dropped or refused, the waits before the reconnects grow.
+    public var reconnectBackoff = false
+    /// No WebSocket upgrade came before the time a refused upgrade's `Retry-After` allowed.
+    public var honorsRetryAfterOnUpgrade = false
+    /// Every WebSocket session after the first starts with client messages matching these, in order.
+    public var resubscribes: [BodyMatcher]?
+    /// The client pings at least this often (ms) in every session, or ends a session whose server went silent
+    /// within this long.
+    public var heartbeatMilliseconds: Int?
     /// How attempts of the same logical request are recognised.
     public var logicalKey: LogicalRequestKey = .methodPathAndIdempotencyKey
 

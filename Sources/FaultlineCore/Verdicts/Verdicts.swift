@@ -42,6 +42,8 @@ package struct VerdictInput: Sendable {
     package var maxRefreshesInFlight: Int?
     /// The header holding the idempotency key, per side-effecting route id.
     package var idempotencyHeaders: [String: String]
+    /// The routes with a WebSocket step: their requests are connection attempts.
+    package var webSocketRoutes: Set<String> = []
 
     package init(
         entries: [JournalEntry], retryAfter: [RetryAfterTracker.Observation] = [], refreshCalls: Int? = nil,
@@ -76,6 +78,23 @@ package enum Verdicts {
         if expect.revalidatesWithValidators { verdicts.append(ResourceVerdicts.revalidates(input.entries)) }
         if expect.resumesDownloads { verdicts.append(ResourceVerdicts.resumes(input.entries)) }
         if expect.conditionalWrites { verdicts.append(ResourceVerdicts.conditionalWrites(input.entries)) }
+        if expect.honorsRetryAfterOnUpgrade {
+            var upgrades = input
+            upgrades.retryAfter = input.retryAfter.filter {
+                if case .route(let id, _) = $0.key { return input.webSocketRoutes.contains(id) }
+                return false
+            }
+            var verdict = honorsRetryAfter(upgrades)
+            verdict.rule = "honorsRetryAfterOnUpgrade"
+            if upgrades.retryAfter.isEmpty {
+                verdict = .inconclusive(rule: verdict.rule, explanation: "no upgrade was refused with Retry-After and tried again",
+                                        evidence: [])
+            }
+            verdicts.append(verdict)
+        }
+        if expect.reconnectBackoff { verdicts.append(WebSocketVerdicts.reconnectBackoff(input)) }
+        if let messages = expect.resubscribes { verdicts.append(WebSocketVerdicts.resubscribes(input, messages)) }
+        if let limit = expect.heartbeatMilliseconds { verdicts.append(WebSocketVerdicts.heartbeat(input, limit)) }
         return verdicts
     }
 
@@ -383,10 +402,15 @@ extension Engine {
         for scenario in scenarios {
             for route in scenario.routes { if let config = route.idempotency { headers[route.id] = config.header } }
         }
-        let input = VerdictInput(
+        var input = VerdictInput(
             entries: journal.filter { $0.malformed == nil }, retryAfter: policy.retryAfter.observations,
             refreshCalls: policy.authority?.refreshCalls, maxRefreshesInFlight: policy.authority?.maxRefreshesInFlight,
             idempotencyHeaders: headers)
+        for scenario in scenarios {
+            for route in scenario.routes where route.responses.contains(where: { $0.websocket != nil }) {
+                input.webSocketRoutes.insert(route.id)
+            }
+        }
         var verdicts: [JSONValue] = []
         var passed = true
         var inconclusive = 0

@@ -23,6 +23,8 @@ package protocol WebSocketSessionIO: AnyObject {
     func journal(_ frame: WebSocketFrameRecord)
     /// The session ended; called once.
     func ended(_ end: WebSocketEnd)
+    /// A script fault starts now (`silence`, `drop`, …): when the server went quiet, for the heartbeat verdict.
+    func faultStarted(_ name: String)
 }
 
 /// One frame in the journal.
@@ -275,6 +277,7 @@ package final class WebSocketSession {
                 return
             case .fault(let fault):
                 self.fault = fault.name
+                io.faultStarted(fault.name)
                 if !perform(fault) { return }
             }
             cursor += 1
