@@ -283,3 +283,96 @@ final class FakeWebSocketIO: WebSocketSessionIO {
         #expect(errors.contains { $0.hasPrefix(message) }, "\(errors)")
     }
 }
+
+/// The WebSocket rules on synthetic journals (times in ms).
+@Suite struct WebSocketVerdictTests {
+    /// An upgrade attempt at `at` ms: refused with `status`, or a session that ended at `end` ms.
+    static func attempt(_ sequence: Int, at: Int, status: Int = 101, end: Int? = nil, by: WebSocketEnd.Party = .server,
+                        clean: Bool = false, pings: [Int] = [], sent: [String] = [], silence: Int? = nil) -> JournalEntry {
+        var entry = JournalEntry(
+            sequence: sequence, receivedAtWall: 0, receivedAtMonotonicNanos: UInt64(at) * 1_000_000, connectionID: sequence,
+            indexOnConnection: 0, clientAddress: "c",
+            head: HTTPRequestHead(method: "GET", target: "/live", version: .http1_1, headers: HTTPHeaders()))
+        entry.route = .route("live")
+        entry.status = status
+        entry.outcome = .completed
+        entry.finishedAtMonotonicNanos = UInt64(end ?? at) * 1_000_000
+        if status == 101 {
+            var record = WebSocketRecord(subprotocol: nil)
+            for ping in pings {
+                record.add(WebSocketFrameRecord(direction: .fromClient, opcode: "ping", fin: true, size: 0, text: nil,
+                                                atMonotonicNanos: UInt64(ping) * 1_000_000))
+            }
+            for text in sent {
+                record.add(WebSocketFrameRecord(direction: .fromClient, opcode: "text", fin: true, size: text.utf8.count,
+                                                text: text, atMonotonicNanos: UInt64(at) * 1_000_000))
+            }
+            if let silence { record.faultStarted = ("silence", UInt64(silence) * 1_000_000) }
+            if let end {
+                record.end = WebSocketEnd(by: by, code: nil, reason: "", clean: clean, fault: nil,
+                                          atMonotonicNanos: UInt64(end) * 1_000_000)
+            }
+            entry.websocket = record
+        }
+        return entry
+    }
+
+    static func judge(_ entries: [JournalEntry], _ configure: (inout Expectations) -> Void) -> Verdict? {
+        var expect = Expectations()
+        configure(&expect)
+        var input = VerdictInput(entries: entries)
+        input.webSocketRoutes = ["live"]
+        return Verdicts.evaluate(expect, input).first
+    }
+
+    /// A client that reconnects after each drop, waiting `waits` ms in turn.
+    static func reconnects(_ waits: [Int]) -> [JournalEntry] {
+        var entries: [JournalEntry] = []
+        var time = 0
+        for (index, wait) in ([0] + waits).enumerated() {
+            time += wait
+            entries.append(attempt(index + 1, at: time, end: time + 100))
+            time += 100
+        }
+        return entries
+    }
+
+    @Test func reconnectsThatBackOffPassAndImmediateOnesFail() {
+        let careful = Self.judge(Self.reconnects([100, 210, 390, 820, 1500, 3300])) { $0.reconnectBackoff = true }
+        #expect(careful?.outcome == .pass, "\(careful?.explanation ?? "")")
+        let eager = Self.judge(Self.reconnects([5, 3, 6, 4, 5, 3])) { $0.reconnectBackoff = true }
+        #expect(eager?.outcome == .fail && eager?.evidence.count == 12, "\(eager?.explanation ?? "")")
+        #expect(Self.judge(Self.reconnects([100, 200])) { $0.reconnectBackoff = true }?.outcome == .inconclusive)
+        // A client's own clean close is no drop: what follows is a new connection, not a reconnect.
+        let closed = [Self.attempt(1, at: 0, end: 50, by: .client, clean: true), Self.attempt(2, at: 60, end: 70, by: .client, clean: true)]
+        #expect(Self.judge(closed) { $0.reconnectBackoff = true }?.outcome == .inconclusive)
+    }
+
+    @Test func resubscriptionIsJudgedOnEverySessionButTheFirst() {
+        let matcher = [BodyMatcher.contains("subscribe")]
+        let good = [Self.attempt(1, at: 0, end: 10, sent: ["subscribe a"]), Self.attempt(2, at: 20, end: 30, sent: ["subscribe a", "x"])]
+        #expect(Self.judge(good) { $0.resubscribes = matcher }?.outcome == .pass)
+        let forgot = [Self.attempt(1, at: 0, end: 10, sent: ["subscribe a"]), Self.attempt(2, at: 20, end: 30, sent: ["hello"])]
+        let verdict = Self.judge(forgot) { $0.resubscribes = matcher }
+        #expect(verdict?.outcome == .fail && verdict?.evidence == [2])
+    }
+
+    @Test func heartbeatsAreJudgedByPingGapsOrBySilenceNoticed() {
+        let pinging = [Self.attempt(1, at: 0, end: 10_000, by: .client, pings: [2_000, 4_500, 7_000, 9_500])]
+        #expect(Self.judge(pinging) { $0.heartbeatMilliseconds = 3_000 }?.outcome == .pass)
+        let lazy = [Self.attempt(1, at: 0, end: 10_000, by: .client, pings: [2_000])]
+        let verdict = Self.judge(lazy) { $0.heartbeatMilliseconds = 3_000 }
+        #expect(verdict?.outcome == .fail && verdict?.explanation.contains("8000 ms without a ping") == true)
+        let noticed = [Self.attempt(1, at: 0, end: 6_000, by: .client, silence: 4_000)]
+        #expect(Self.judge(noticed) { $0.heartbeatMilliseconds = 3_000 }?.outcome == .pass)
+        let oblivious = [Self.attempt(1, at: 0, end: 20_000, by: .client, silence: 4_000)]
+        #expect(Self.judge(oblivious) { $0.heartbeatMilliseconds = 3_000 }?.outcome == .fail)
+    }
+
+    @Test func theRecordSurvivesJSON() throws {
+        var entry = Self.attempt(3, at: 10, end: 500, by: .client, clean: true, pings: [100], sent: ["hi"], silence: 200)
+        entry.websocket?.subprotocol = "v1"
+        let decoded = try #require(JournalEntry(json: entry.json()))
+        #expect(decoded.websocket == entry.websocket && decoded.protocolName == "websocket")
+    }
+}
