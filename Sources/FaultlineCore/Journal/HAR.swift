@@ -63,6 +63,20 @@ package enum HAR {
         ]
         if let malformed = entry.malformed { members.append(("_error", .string(malformed))) }
         if entry.head == nil { members.append(("_requestLine", .string(entry.requestLine))) }
+        if let session = entry.websocket {
+            // Chrome's and Firefox's field for a WebSocket's messages: type send/receive (the client's view), time in
+            // epoch seconds, opcode, data (the text kept, or the size of a binary frame).
+            let opcodes = ["continuation": 0, "text": 1, "binary": 2, "close": 8, "ping": 9, "pong": 10]
+            members.append(("_webSocketMessages", .array(session.frames.map { frame in
+                let seconds = entry.receivedAtWall + Double(frame.atMonotonicNanos &- entry.receivedAtMonotonicNanos) / 1e9
+                return .object([
+                    ("type", .string(frame.direction == .fromClient ? "send" : "receive")),
+                    ("time", .double((seconds * 1000).rounded() / 1000)),
+                    ("opcode", .int(opcodes[frame.opcode] ?? -1)),
+                    ("data", .string(frame.text ?? "(\(frame.size) bytes)")),
+                ])
+            })))
+        }
         return .object(members)
     }
 
