@@ -369,6 +369,19 @@ final class FakeWebSocketIO: WebSocketSessionIO {
         #expect(Self.judge(oblivious) { $0.heartbeatMilliseconds = 3_000 }?.outcome == .fail)
     }
 
+    @Test func harCarriesTheFramesAsWebSocketMessages() {
+        var entry = Self.attempt(3, at: 10, end: 500, by: .client, clean: true, pings: [100], sent: ["hi"])
+        entry.websocket?.add(WebSocketFrameRecord(direction: .toClient, opcode: "binary", fin: true, size: 9, text: nil,
+                                                  atMonotonicNanos: 300_000_000))
+        guard case .array(let messages)? = HAR.entry(entry)["_webSocketMessages"] else {
+            Issue.record("no _webSocketMessages")
+            return
+        }
+        #expect(messages.map { $0["type"] } == [.string("send"), .string("send"), .string("receive")])
+        #expect(messages.map { $0["opcode"] } == [.int(9), .int(1), .int(2)])
+        #expect(messages.last?["data"] == .string("(9 bytes)") && messages[1]["data"] == .string("hi"))
+    }
+
     @Test func theRecordSurvivesJSON() throws {
         var entry = Self.attempt(3, at: 10, end: 500, by: .client, clean: true, pings: [100], sent: ["hi"], silence: 200)
         entry.websocket?.subprotocol = "v1"
