@@ -2,6 +2,8 @@
 # Builds the libFuzzer targets in Fuzz/ and runs each in turn for FUZZ_SECONDS, one process at a time.
 #   http-parser  HTTPRequestParser: one append against random pieces, framing, state queries
 #   scenario     JSONValue.parse and ScenarioLoader.load: round trips, error paths
+#   websocket    a WebSocket session (WebSocketSession and its frame parser) playing a script: a client's bytes in
+#                random reads, with the clock moving; the output must be whole, well-formed server frames
 #   tls-accept   the TLS accept path over memory BIOs (TLSSession, TLSServerContext and its ClientHello callback):
 #                a client byte stream in random pieces under each kind of handshake decision
 #   resource     a resource's answer (Engine with resources): conditional, range and content-type fields with any
@@ -35,7 +37,7 @@ optimize="${FUZZ_OPTIMIZE:--O}"
 swiftc="${SWIFTC:-swiftc}"
 # One build folder per optimization level, so switching between `make fuzz` and `make fuzz-ci` rebuilds nothing.
 build=".build/fuzz/${optimize#-}"
-all_targets=(http-parser scenario resource tls-accept h2-frames)
+all_targets=(http-parser scenario resource websocket tls-accept h2-frames)
 targets=("$@")
 [ "${#targets[@]}" -gt 0 ] || targets=("${all_targets[@]}")
 
@@ -45,6 +47,7 @@ swift_name() {
         http-parser) echo HTTPParser ;;
         scenario) echo Scenario ;;
         resource) echo Resource ;;
+        websocket) echo WebSocket ;;
         tls-accept) echo TLSAccept ;;
         h2-frames) echo HTTP2Frames ;;
         *) echo "fuzz: unknown target $1 (targets: ${all_targets[*]})" >&2; exit 2 ;;
@@ -57,6 +60,7 @@ run_options() {
         http-parser) echo "-dict=Fuzz/http.dict -max_len=4096" ;;
         scenario) echo "-dict=Fuzz/json.dict -max_len=8192" ;;
         resource) echo "-dict=Fuzz/resource.dict -max_len=1024" ;;
+        websocket) echo "-max_len=2048" ;;
         tls-accept) echo "-max_len=4096" ;;
         h2-frames) echo "-max_len=4096" ;;
     esac

@@ -32,7 +32,7 @@ private enum FuzzInputs {
 
 @Suite("Fuzz inputs")
 struct FuzzRegressionTests {
-    @Test("the fuzzers' seed folders are found", arguments: ["http-parser", "scenario", "resource"])
+    @Test("the fuzzers' seed folders are found", arguments: ["http-parser", "scenario", "resource", "websocket"])
     func seedsArePresent(target: String) {
         #expect(FuzzInputs.files(of: target).contains { $0.hasPrefix("corpus/") })
     }
@@ -40,6 +40,11 @@ struct FuzzRegressionTests {
     @Test("http-parser input keeps every rule", arguments: FuzzInputs.files(of: "http-parser"))
     func httpParserInput(path: String) throws {
         #expect(HTTPParserFuzzCheck.violations(in: try FuzzInputs.bytes(path)) == [])
+    }
+
+    @Test("websocket input keeps every rule", arguments: FuzzInputs.files(of: "websocket"))
+    func webSocketInput(path: String) throws {
+        #expect(WebSocketFuzzCheck.violations(in: try FuzzInputs.bytes(path)) == [])
     }
 
     @Test("resource input keeps every rule", arguments: FuzzInputs.files(of: "resource"))
