@@ -819,3 +819,69 @@ def test_load_concurrent_sessions(start_faultline, write_scenario):
     counts = {(e["websocket"]["framesOut"], e["websocket"]["framesIn"]) for e in entries}
     assert counts == {(messages + 1, 1)}, counts
     assert {(end_of(e)["by"], end_of(e)["code"], end_of(e)["clean"]) for e in entries} == {("client", 1000, True)}
+
+
+NODE_FAULTS = """
+const results = {};
+function run(name, options, after) {
+  return new Promise(resolve => {
+    const t0 = Date.now(), events = [];
+    const ws = new WS(BASE + '/' + name, options);
+    ws.on('open', () => { events.push(['open']); if (after) after(ws, events); });
+    ws.on('message', m => events.push(['message', m.toString().slice(0, 40), Date.now() - t0]));
+    ws.on('pong', () => events.push(['pong']));
+    ws.on('error', e => events.push(['error', e.message, e.code || null]));
+    ws.on('close', (code, reason) => { events.push(['close', code, reason.toString(), Date.now() - t0]); resolve(); });
+    results[name] = events;
+  });
+}
+Promise.all([
+  run('dropfin', {}),
+  run('cko', {}),
+  run('frag', {}),
+  run('big', {maxPayload: 1000}),
+  // ws has no keepalive: a ping goes unanswered; after 1 s the test gives up with terminate().
+  run('quiet', {}, (ws, events) => { ws.ping('hb'); setTimeout(() => { events.push(['terminate']); ws.terminate(); }, 1000); }),
+  // ws's close waits 30 s for the server's close frame; after 1 s without one the test terminates.
+  run('trunc', {}, (ws, events) => setTimeout(() => { ws.close(1000); setTimeout(() => {
+    events.push(['terminate']); ws.terminate(); }, 1000); }, 500)),
+]).then(() => out(results));
+"""
+
+
+def test_node_ws_faults(start_faultline, write_scenario):
+    server = ws_server(start_faultline, write_scenario,
+                       route("dropfin", ws_step([{"fault": "drop-fin"}])),
+                       route("cko", ws_step([{"fault": {"type": "close-keep-open", "code": 1001, "reason": "x"}}])),
+                       route("frag", ws_step([{"fault": {"type": "fragmented", "text": "0123456789abcdef",
+                                                         "fragments": 4, "gapMs": 300}},
+                                             {"close": {"code": 1000}}])),
+                       route("big", ws_step([{"generated": {"size": 5000}}])),
+                       route("quiet", ws_step([{"fault": "silence"}])),
+                       route("trunc", ws_step([{"fault": {"type": "truncated-frame", "bytes": 1000}}])))
+    (results,) = node(f"const BASE = {json.dumps(ws_url(server, ''))};" + NODE_FAULTS)
+    strip = {name: [event[:3] if event[0] == "close" else event[:2] if event[0] == "message" else event
+                    for event in events]
+             for name, events in results.items()}
+    assert strip == {
+        "dropfin": [["open"], ["close", 1006, ""]],
+        # ws answers the close frame and ends the socket itself: a clean 1001 for node.
+        "cko": [["open"], ["close", 1001, "x"]],
+        "frag": [["open"], ["message", "0123456789abcdef"], ["close", 1000, ""]],
+        "big": [["open"], ["error", "Max payload size exceeded", "WS_ERR_UNSUPPORTED_MESSAGE_LENGTH"],
+                ["close", 1006, ""]],
+        "quiet": [["open"], ["terminate"], ["close", 1006, ""]],
+        "trunc": [["open"], ["terminate"], ["close", 1006, ""]],
+    }
+    assert results["frag"][1][2] >= 850, "the whole message after three 300 ms gaps"
+    ends = {name: end_of(ended(server, name)[0]) for name in ["dropfin", "frag", "quiet", "trunc"]}
+    assert ends == {
+        "dropfin": {"by": "server", "code": None, "reason": "", "clean": False, "fault": "drop-fin"},
+        "frag": {"by": "server", "code": 1000, "reason": "", "clean": True, "fault": "fragmented"},
+        "quiet": {"by": "client", "code": None, "reason": "", "clean": False, "fault": "silence"},
+        "trunc": {"by": "client", "code": None, "reason": "", "clean": False, "fault": "truncated-frame"},
+    }
+    (cko,) = ended(server, "cko")
+    assert end_of(cko) == {"by": "client", "code": None, "reason": "", "clean": False, "fault": "close-keep-open"}
+    (big,) = ended(server, "big")
+    assert end_of(big)["by"] == "client" and end_of(big)["code"] == 1009
