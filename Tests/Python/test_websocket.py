@@ -11,7 +11,8 @@ Coverage:
   * protocol errors from a raw socket (unmasked frame 1002, invalid UTF-8 1007, over maxMessageBytes 1009), after
     which the server still serves;
   * client-initiated ends: a close 1000 handshake and a bare TCP drop;
-  * node's `ws` 8 (Debian's /usr/share/nodejs/ws): a session with a close 1012, a drop (1006), wrong-accept;
+  * node's `ws` 8 (Debian's /usr/share/nodejs/ws): a session with a close 1012, wrong-accept, unrequested-subprotocol
+    and every session fault (what ws reports for each);
   * wss over `--tls-port` (the journal entry has `tls`);
   * the refusals (426, 426 + Sec-WebSocket-Version, 400, and HTTP/2's RST_STREAM HTTP_1_1_REQUIRED as curl sees it);
   * load: 1,000 concurrent sessions × 100 messages each, peak server RSS measured from /proc
