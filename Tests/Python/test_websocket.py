@@ -384,12 +384,9 @@ def test_masked_frame_is_refused_with_1002(start_faultline, write_scenario):
                              ("in", "close", "1002 incorrect masking"), ("out", "close", "1002 ")]
     end = end_of(entry)
     assert (end["by"], end["code"], end["reason"], end["clean"]) == ("client", 1002, "incorrect masking", True)
+    assert end["fault"] == "masked-frame" and entry["response"]["outcome"] == "closed-by-fault"
 
 
-@pytest.mark.xfail(strict=True, reason="masked-frame ended the session (the client's 1002 refusal), yet the journal's "
-                   "end.fault is null and outcome 'completed': WebSocketSession.handle(.close) in state .open passes "
-                   "fault: nil instead of the session's fault (ARCHITECTURE §4c: `end` holds 'the fault, if one "
-                   "ended it'; peerGone does record it)")
 def test_masked_frame_end_names_the_fault(start_faultline, write_scenario):
     server = ws_server(start_faultline, write_scenario, route("masked", ws_step([{"fault": "masked-frame"}])))
     with connect(ws_url(server, "/masked")) as ws:
@@ -717,8 +714,6 @@ def test_refusals(start_faultline, write_scenario, raw_connect):
     assert statuses == [426, 426, 400, 400, 400, 400, 426, 101]
 
 
-@pytest.mark.xfail(strict=True, reason="426's reason phrase is 'Status 426' (and the problem title too), not RFC 9110 "
-                   "§15.5.22's 'Upgrade Required': HTTPStatus.reasonPhrase lacks 426")
 def test_426_reason_phrase(start_faultline, write_scenario):
     server = ws_server(start_faultline, write_scenario, route("live", ws_step()))
     plain = requests.get(f"{server.url}/live", timeout=5)

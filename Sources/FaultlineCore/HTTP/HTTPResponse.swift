@@ -94,6 +94,7 @@ package enum HTTPStatus {
         case 416: return "Range Not Satisfiable"
         case 422: return "Unprocessable Content"
         case 425: return "Too Early"
+        case 426: return "Upgrade Required"
         case 428: return "Precondition Required"
         case 429: return "Too Many Requests"
         case 431: return "Request Header Fields Too Large"

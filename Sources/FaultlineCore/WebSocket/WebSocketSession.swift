@@ -100,7 +100,8 @@ package final class WebSocketSession {
     private var waitingFor: (matcher: BodyMatcher?, step: Int)?
     private var echoLeft: Int?
     private var echoAll = false
-    /// The fault that made the session stop talking or will end it.
+    /// The last fault the script played: every end records it (whoever ended the session, it ended one that
+    /// carried a fault), and the exchange's outcome is then `closed-by-fault`.
     private var fault: String?
 
     package init(io: WebSocketSessionIO, plan: WebSocketSessionPlan) {
@@ -154,7 +155,7 @@ package final class WebSocketSession {
             case .open:
                 // The client closes: echo its code (§5.5.1), then close TCP.
                 send(WebSocketFrame(opcode: .close, payload: WebSocketFrame.closePayload(code: code, reason: "")))
-                finish(WebSocketEnd(by: .client, code: code, reason: reason, clean: true, fault: nil,
+                finish(WebSocketEnd(by: .client, code: code, reason: reason, clean: true, fault: fault,
                                     atMonotonicNanos: io.nowNanos()), abortive: false)
             case .closeKeptOpen, .silent, .closed:
                 // Not answered: the client is left waiting for the server's close.
@@ -187,7 +188,7 @@ package final class WebSocketSession {
             return
         }
         send(WebSocketFrame(opcode: .close, payload: WebSocketFrame.closePayload(code: violation.code, reason: violation.reason)))
-        finish(WebSocketEnd(by: .server, code: violation.code, reason: violation.reason, clean: false, fault: nil,
+        finish(WebSocketEnd(by: .server, code: violation.code, reason: violation.reason, clean: false, fault: fault,
                             atMonotonicNanos: io.nowNanos()), abortive: false)
     }
 
