@@ -45,9 +45,14 @@ import Testing
         let server = try TestSupport.server([Self.scenario])
         defer { Task { await server.stop() } }
         let base = server.baseURL.absoluteString
-        let waited = Task.detached { () -> (satisfied: Bool?, count: Int?) in
-            let answer = try TestSupport.admin(server, "requests/wait?count=2&route=a&timeoutMs=20000")
-            return (answer["satisfied"] as? Bool, answer["count"] as? Int)
+        // The long-poll blocks its thread: a GCD thread, not one of the concurrency pool's (two on two cores),
+        // which other tests' blocking calls can hold for seconds.
+        let answered = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) var waited: (satisfied: Bool?, count: Int?) = (nil, nil)
+        DispatchQueue.global().async {
+            let answer = try? TestSupport.admin(server, "requests/wait?count=2&route=a&timeoutMs=20000")
+            waited = (answer?["satisfied"] as? Bool, answer?["count"] as? Int)
+            answered.signal()
         }
         // The long-poll is registered before the requests arrive only if we wait for it; poll the server's
         // own view instead of sleeping: the wait shows up as an open connection.
@@ -58,7 +63,8 @@ import Testing
         }
         let start = Date()
         _ = try TestSupport.curl(["\(base)/a", "\(base)/a"])
-        let answer = try await waited.value
+        #expect(answered.wait(timeout: .now() + 25) == .success)
+        let answer = waited
         #expect(answer.satisfied == true)
         #expect(answer.count == 2)
         #expect(Date().timeIntervalSince(start) < 5)

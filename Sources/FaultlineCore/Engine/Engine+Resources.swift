@@ -79,9 +79,8 @@ extension Engine {
     package func changeResource(_ id: String, path: String? = nil, body: [UInt8]? = nil, contentType: String? = nil,
                                 delete: Bool, scenario: Int? = nil, now: EngineInstant) -> Bool {
         guard let resource = resources.resource(id, scenario: scenario) else { return false }
-        let parameterized = resource.spec.path.segments.contains { if case .parameter = $0 { true } else { false } }
         // A new body is for one instance: the one named, or the only one.
-        if body != nil && path == nil && parameterized { return false }
+        if body != nil && path == nil && resource.spec.path.hasParameters { return false }
         if let path = path ?? (body != nil ? resource.spec.path.source : nil) {
             resources.change(resource, path, body: body, contentType: contentType, delete: delete, now: now)
         } else {

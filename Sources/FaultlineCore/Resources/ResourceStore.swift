@@ -109,8 +109,7 @@ package final class ResourceStore {
     /// path — a 201's Location — and two values never give one key. A route that serves the resource passes its
     /// own parameters; the loader checked they name every parameter of the resource's path.
     package func instanceKey(_ resource: Loaded, _ parameters: [String: String]) -> String {
-        guard resource.spec.path.segments.contains(where: { if case .parameter = $0 { true } else { false } })
-        else { return resource.spec.path.source }
+        guard resource.spec.path.hasParameters else { return resource.spec.path.source }
         return "/" + resource.spec.path.segments.map { segment in
             switch segment {
             case .literal(let text): return Self.uriSegment(text)
@@ -243,9 +242,7 @@ package final class ResourceStore {
     /// What `GET /__faultline/resources` shows.
     package func json() -> JSONValue {
         .array(resources.map { resource in
-            let keys = resource.order.isEmpty && !resource.spec.path.segments.contains(where: {
-                if case .parameter = $0 { true } else { false }
-            }) ? [resource.spec.path.source] : resource.order
+            let keys = resource.order.isEmpty && !resource.spec.path.hasParameters ? [resource.spec.path.source] : resource.order
             return .object([
                 ("id", .string(resource.spec.id)), ("scenario", .string(resource.scenarioName)),
                 ("path", .string(resource.spec.path.source)),

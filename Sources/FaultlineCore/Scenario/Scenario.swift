@@ -283,6 +283,9 @@ public struct PathPattern: Sendable, Equatable {
     /// without percent-escapes can be compared with whole, without splitting it into segments.
     package let literalPath: String?
 
+    /// Whether any segment is a `{param}`.
+    public var hasParameters: Bool { segments.contains { if case .parameter = $0 { true } else { false } } }
+
     public init(segments: [Segment], isPrefix: Bool, source: String) {
         self.segments = segments
         self.isPrefix = isPrefix

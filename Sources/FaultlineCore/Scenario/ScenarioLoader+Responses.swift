@@ -25,21 +25,8 @@ extension ScenarioLoader.Reader {
             } ?? step.status
         }
 
-        if let value = fields["headers"], let members = namedMembers(value, at: fields.path("headers")) {
-            for member in members {
-                let memberPath = ScenarioLoader.path(fields.path("headers"), key: member.key)
-                if !ScenarioLoader.isToken(member.key) {
-                    report(memberPath, "\(ScenarioLoader.quoted(member.key)) is not a valid header name")
-                }
-                guard let text = string(member.value, at: memberPath) else { continue }
-                // CR or LF would end the field early and let the value inject header lines; NUL is forbidden
-                // outright (RFC 9110 §5.5).
-                if text.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 }) {
-                    report(memberPath, "a header value must not contain CR, LF or NUL")
-                    continue
-                }
-                step.headers.append((name: member.key, value: text))
-            }
+        if let value = fields["headers"] {
+            step.headers = headerFields(value, at: fields.path("headers"))
         }
 
         let bodies = fields.present(ScenarioLoader.bodyKeys)
@@ -104,6 +91,28 @@ extension ScenarioLoader.Reader {
         }
 
         return errors.count == errorCount ? step : nil
+    }
+
+    /// `{"Name": "value", …}`: response fields in the order written, each name a token and each value free of CR,
+    /// LF and NUL.
+    mutating func headerFields(_ value: JSONValue, at path: String) -> [(name: String, value: String)] {
+        guard let members = namedMembers(value, at: path) else { return [] }
+        var fields: [(name: String, value: String)] = []
+        for member in members {
+            let memberPath = ScenarioLoader.path(path, key: member.key)
+            if !ScenarioLoader.isToken(member.key) {
+                report(memberPath, "\(ScenarioLoader.quoted(member.key)) is not a valid header name")
+            }
+            guard let text = string(member.value, at: memberPath) else { continue }
+            // CR or LF would end the field early and let the value inject header lines; NUL is forbidden
+            // outright (RFC 9110 §5.5).
+            if text.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 }) {
+                report(memberPath, "a header value must not contain CR, LF or NUL")
+                continue
+            }
+            fields.append((name: member.key, value: text))
+        }
+        return fields
     }
 
     /// `"NAME"` or `{"type": "NAME", …parameters}` (see `FaultSpec`).

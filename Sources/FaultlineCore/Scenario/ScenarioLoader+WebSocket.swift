@@ -13,20 +13,7 @@ extension ScenarioLoader.Reader {
                 spec.subprotocols.append(name)
             }
         }
-        if let value = fields["headers"], let members = namedMembers(value, at: fields.path("headers")) {
-            for member in members {
-                let memberPath = ScenarioLoader.path(fields.path("headers"), key: member.key)
-                if !ScenarioLoader.isToken(member.key) {
-                    report(memberPath, "\(ScenarioLoader.quoted(member.key)) is not a valid header name")
-                }
-                guard let text = string(member.value, at: memberPath) else { continue }
-                if text.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 }) {
-                    report(memberPath, "a header value must not contain CR, LF or NUL")
-                    continue
-                }
-                spec.headers.append((member.key, text))
-            }
-        }
+        if let value = fields["headers"] { spec.headers = headerFields(value, at: fields.path("headers")) }
         if let value = fields["maxMessageBytes"] {
             spec.maxMessageBytes = integer(value, at: fields.path("maxMessageBytes"), in: 1...(64 << 20)) ?? spec.maxMessageBytes
         }
