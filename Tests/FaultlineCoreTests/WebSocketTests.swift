@@ -343,6 +343,10 @@ final class FakeWebSocketIO: WebSocketSessionIO {
         let eager = Self.judge(Self.reconnects([5, 3, 6, 4, 5, 3])) { $0.reconnectBackoff = true }
         #expect(eager?.outcome == .fail && eager?.evidence.count == 12, "\(eager?.explanation ?? "")")
         #expect(Self.judge(Self.reconnects([100, 200])) { $0.reconnectBackoff = true }?.outcome == .inconclusive)
+        let doubling = Self.judge(Self.reconnects([100, 200, 400, 800, 1600, 3200])) { $0.reconnectBackoff = true; $0.reconnectJitter = true }
+        #expect(doubling?.outcome == .fail && doubling?.explanation.hasPrefix("no jitter") == true, "\(doubling?.explanation ?? "")")
+        let jittered = Self.judge(Self.reconnects([100, 260, 330, 980, 1300, 3700])) { $0.reconnectBackoff = true; $0.reconnectJitter = true }
+        #expect(jittered?.outcome == .pass, "\(jittered?.explanation ?? "")")
         // A client's own clean close is no drop: what follows is a new connection, not a reconnect.
         let closed = [Self.attempt(1, at: 0, end: 50, by: .client, clean: true), Self.attempt(2, at: 60, end: 70, by: .client, clean: true)]
         #expect(Self.judge(closed) { $0.reconnectBackoff = true }?.outcome == .inconclusive)

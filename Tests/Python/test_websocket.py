@@ -24,6 +24,7 @@ curl 7.88.
 """
 
 import asyncio
+import contextlib
 import base64
 import hashlib
 import json
@@ -881,3 +882,108 @@ def test_node_ws_faults(start_faultline, write_scenario):
     assert end_of(cko) == {"by": "client", "code": None, "reason": "", "clean": False, "fault": "close-keep-open"}
     (big,) = ended(server, "big")
     assert end_of(big)["by"] == "client" and end_of(big)["code"] == 1009
+
+
+# -- verdicts with real clients ----------------------------------------------------------------------------------
+
+
+def verdict(server, rule):
+    report = server.admin_json("GET", "report")
+    (found,) = [v for v in report["verdicts"] if v["rule"] == rule]
+    return found
+
+
+def reconnect_loop(url, waits, first_message=None, ping_interval=None):
+    """A client that reconnects after every drop, waiting `waits[i]` seconds before reconnect i + 1; each session
+    sends `first_message` (if any) and reads until the server drops it."""
+    for index in range(len(waits) + 1):
+        ws = open_session(url, ping_interval=ping_interval, open_timeout=5)
+        try:
+            if first_message:
+                ws.send(first_message)
+            with pytest.raises(ConnectionClosedError):
+                while True:
+                    ws.recv(timeout=5)
+        finally:
+            with contextlib.suppress(Exception):
+                ws.close()
+        if index < len(waits):
+            time.sleep(waits[index])  # the client's own backoff: what the verdict judges
+
+
+def test_reconnect_backoff_and_resubscription_judge_real_reconnect_loops(start_faultline, write_scenario):
+    """Every session is dropped (RST) after one message: a client that reconnects at once fails reconnectBackoff
+    with the attempts as evidence; one that backs off with jitter passes. The careful one also resubscribes first;
+    the naive one does not, and `resubscribes` fails it."""
+    # The server reads the client's first message before it drops the session, so that message is always sent.
+    scenario = {"name": "drops", "routes": [route("live", ws_step([{"receive": "any", "timeoutMs": 5000},
+                                                                  {"text": "hello"}, {"fault": "drop"}]))],
+                "expect": {"reconnectBackoff": {"jitter": True}, "resubscribes": [{"contains": "subscribe"}]}}
+    naive = start_faultline(write_scenario(scenario, name="naive.json"))
+    reconnect_loop(ws_url(naive, "/live"), [0.0] * 6, first_message="hello?")
+    ended(naive, "live", count=7)
+    backoff = verdict(naive, "reconnectBackoff")
+    assert backoff["outcome"] == "fail" and "do not back off" in backoff["explanation"], backoff
+    assert len(backoff["evidence"]) == 12, backoff
+    assert verdict(naive, "resubscribes")["outcome"] == "fail"
+
+    careful = start_faultline(write_scenario(scenario, name="careful.json"))
+    # Exponential with jitter: base 40 ms, ×2 per reconnect, ±20 %.
+    waits = [0.04 * 2 ** i * (0.8 + 0.4 * ((i * 7) % 5) / 4) for i in range(6)]
+    reconnect_loop(ws_url(careful, "/live"), waits, first_message="subscribe news")
+    ended(careful, "live", count=7)
+    backoff = verdict(careful, "reconnectBackoff")
+    assert backoff["outcome"] == "pass", backoff
+    assert verdict(careful, "resubscribes")["outcome"] == "pass"
+
+    # Plain doubling backs off but without jitter: clients dropped together would come back together.
+    plain = start_faultline(write_scenario(scenario, name="plain.json"))
+    # Base 80 ms: a few ms of reconnect time on top of each wait scatter the logs by about 0.01, well under 0.05.
+    reconnect_loop(ws_url(plain, "/live"), [0.08 * 2 ** i for i in range(5)], first_message="subscribe news")
+    ended(plain, "live", count=6)
+    backoff = verdict(plain, "reconnectBackoff")
+    assert backoff["outcome"] == "fail" and backoff["explanation"].startswith("no jitter"), backoff
+
+
+def test_heartbeat_judges_the_clients_pings(start_faultline, write_scenario):
+    """heartbeatMs 300 on a session that lasts about a second: websockets pinging every 100 ms passes; with its
+    keepalive off it fails, the explanation naming the gap."""
+    scenario = {"name": "beat", "routes": [route("live", ws_step([{"waitMs": 1000}, {"close": {"code": 1000}}]))],
+                "expect": {"heartbeatMs": 300}}
+    pinging = start_faultline(write_scenario(scenario, name="pinging.json"))
+    with connect(ws_url(pinging, "/live"), ping_interval=0.1) as ws:
+        with pytest.raises(ConnectionClosedOK):
+            while True:
+                ws.recv(timeout=5)
+    ended(pinging, "live")
+    assert verdict(pinging, "heartbeat")["outcome"] == "pass"
+
+    quiet = start_faultline(write_scenario(scenario, name="quiet.json"))
+    with connect(ws_url(quiet, "/live"), ping_interval=None) as ws:
+        with pytest.raises(ConnectionClosedOK):
+            while True:
+                ws.recv(timeout=5)
+    ended(quiet, "live")
+    result = verdict(quiet, "heartbeat")
+    assert result["outcome"] == "fail" and "without a ping from the client" in result["explanation"], result
+
+
+def test_honors_retry_after_on_upgrade_judges_the_wait_after_a_refusal(start_faultline, write_scenario):
+    """The first upgrade is refused with 503 and Retry-After: 1; a client that comes back at once fails the rule,
+    one that waits the second passes."""
+    scenario = {"name": "refused", "routes": [route("live", {"status": 503, "headers": {"Retry-After": "1"}},
+                                                    ws_step([{"close": {"code": 1000}}]))],
+                "expect": {"honorsRetryAfterOnUpgrade": True}}
+    for name, wait, outcome in [("eager", 0.0, "fail"), ("patient", 1.05, "pass")]:
+        server = start_faultline(write_scenario(scenario, name=f"{name}.json"))
+        with pytest.raises(InvalidStatus) as refused:
+            with connect(ws_url(server, "/live")):
+                pass
+        assert refused.value.response.status_code == 503
+        time.sleep(wait)  # the client's own wait: what the rule judges
+        with connect(ws_url(server, "/live")) as ws:
+            with pytest.raises(ConnectionClosedOK):
+                ws.recv(timeout=5)
+        ended(server, "live", count=2)
+        result = verdict(server, "honorsRetryAfterOnUpgrade")
+        assert result["outcome"] == outcome, (name, result)

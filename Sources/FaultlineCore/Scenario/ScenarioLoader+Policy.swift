@@ -197,10 +197,10 @@ extension ScenarioLoader.Reader {
         let flags = [
             "honorsRetryAfter", "singleFlightRefresh", "noDuplicateSideEffects", "retriesOnlyReplayable", "noRetryOn4xx",
             "retriesOnlyUnprocessed", "revalidatesWithValidators", "resumesDownloads", "conditionalWrites",
-            "reconnectBackoff", "honorsRetryAfterOnUpgrade",
+            "honorsRetryAfterOnUpgrade",
         ]
         guard let fields = fields(value, at: path, known: flags + ["maxRefreshes", "maxAttempts", "backoff", "logicalRequest",
-                                                                  "resubscribes", "heartbeatMs"])
+                                                                  "resubscribes", "heartbeatMs", "reconnectBackoff"])
         else { return nil }
         var expect = Expectations()
         func flag(_ key: String) -> Bool { fields[key].flatMap { bool($0, at: fields.path(key)) } ?? false }
@@ -212,7 +212,15 @@ extension ScenarioLoader.Reader {
         expect.revalidatesWithValidators = flag("revalidatesWithValidators")
         expect.resumesDownloads = flag("resumesDownloads")
         expect.conditionalWrites = flag("conditionalWrites")
-        expect.reconnectBackoff = flag("reconnectBackoff")
+        switch fields["reconnectBackoff"] {
+        case nil: break
+        case .bool(let on)?: expect.reconnectBackoff = on
+        case let value?:
+            if let backoff = self.fields(value, at: fields.path("reconnectBackoff"), known: ["jitter"]) {
+                expect.reconnectBackoff = true
+                expect.reconnectJitter = backoff["jitter"].flatMap { bool($0, at: backoff.path("jitter")) } ?? false
+            }
+        }
         expect.honorsRetryAfterOnUpgrade = flag("honorsRetryAfterOnUpgrade")
         if let value = fields["resubscribes"], let elements = array(value, at: fields.path("resubscribes")) {
             if elements.isEmpty { report(fields.path("resubscribes"), "name at least one message (a body matcher)") }

@@ -34,6 +34,9 @@ public struct Expectations: Sendable, Equatable {
     public var conditionalWrites = false
     /// After a WebSocket session is dropped or refused, the waits before the reconnects grow.
     public var reconnectBackoff = false
+    /// With `reconnectBackoff`: the waits scatter around their growth (jitter), so that many clients dropped at once
+    /// do not come back in step.
+    public var reconnectJitter = false
     /// No WebSocket upgrade came before the time a refused upgrade's `Retry-After` allowed.
     public var honorsRetryAfterOnUpgrade = false
     /// Every WebSocket session after the first starts with client messages matching these, in order.

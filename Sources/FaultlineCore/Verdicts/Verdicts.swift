@@ -92,7 +92,7 @@ package enum Verdicts {
             }
             verdicts.append(verdict)
         }
-        if expect.reconnectBackoff { verdicts.append(WebSocketVerdicts.reconnectBackoff(input)) }
+        if expect.reconnectBackoff { verdicts.append(WebSocketVerdicts.reconnectBackoff(input, jitter: expect.reconnectJitter)) }
         if let messages = expect.resubscribes { verdicts.append(WebSocketVerdicts.resubscribes(input, messages)) }
         if let limit = expect.heartbeatMilliseconds { verdicts.append(WebSocketVerdicts.heartbeat(input, limit)) }
         return verdicts

@@ -24,8 +24,9 @@ enum WebSocketVerdicts {
     /// The waits before reconnects grow: in each run of failed attempts, the wait before reconnect k (from the
     /// failure to the next attempt) is a point (k, wait); a log-linear fit across every point, as the `backoff`
     /// rule fits its envelopes, must grow at least ×1.15 per reconnect. At least 5 waits over 3 reconnect indices
-    /// are needed, else inconclusive.
-    static func reconnectBackoff(_ input: VerdictInput) -> Verdict {
+    /// are needed, else inconclusive. With `jitter`, the waits must scatter around the fit: the standard deviation of
+    /// their log residuals at least `minimumScatter` (plain doubling scatters only by scheduling noise, ~0.01).
+    static func reconnectBackoff(_ input: VerdictInput, jitter: Bool) -> Verdict {
         let all = attempts(input)
         var points: [(index: Int, wait: Double)] = []
         var evidence: [Int] = []
@@ -61,8 +62,22 @@ enum WebSocketVerdicts {
                            explanation: "the reconnects do not back off: \(summary), at least ×\(String(format: "%.2f", Verdicts.BackoffRule.minimumGrowth)) expected",
                            evidence: evidence)
         }
-        return Verdict(rule: rule, passed: true, explanation: summary, evidence: [])
+        let slope = covariance / variance
+        let residuals = xs.indices.map { ys[$0] - (yMean + slope * (xs[$0] - xMean)) }
+        let scatter = (residuals.map { $0 * $0 }.reduce(0, +) / Double(residuals.count)).squareRoot()
+        if jitter && scatter < minimumScatter {
+            return Verdict(rule: rule, passed: false,
+                           explanation: "no jitter: \(summary), but every wait sits on that curve (log scatter "
+                            + "\(String(format: "%.3f", scatter)), at least \(minimumScatter) expected): clients dropped together "
+                            + "would come back together", evidence: evidence)
+        }
+        return Verdict(rule: rule, passed: true,
+                       explanation: summary + (jitter ? ", with jitter (log scatter \(String(format: "%.2f", scatter)))" : ""),
+                       evidence: [])
     }
+
+    /// With jitter, the least standard deviation of the waits' log residuals around the growth fit.
+    static let minimumScatter = 0.05
 
     /// Every session after the first starts with client messages matching `messages`, in order.
     static func resubscribes(_ input: VerdictInput, _ messages: [BodyMatcher]) -> Verdict {
