@@ -96,7 +96,7 @@ final class Connection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDelegate 
         if let websocket { websocket.session.peerFailed() } else if let http2 { http2.peerFailed() } else { machine.peerFailed() }
     }
     func transportDrained() {
-        if websocket != nil { return }
+        if let websocket { return websocket.session.drained() }
         if let http2 { http2.drained() } else { machine.drained() }
     }
 

@@ -29,6 +29,8 @@ final class WebSocketChannel: WebSocketSessionIO {
         return transport.write(bytes)
     }
 
+    var pendingOutput: Int { transport.pendingOutput }
+
     func close(abortive: Bool) {
         for index in timers.indices {
             timers[index]?.cancel()

@@ -10,6 +10,7 @@ final class FakeWebSocketIO: WebSocketSessionIO {
     var end: WebSocketEnd?
     var closed: String?
     var clientGone = false
+    var pendingOutput = 0
     weak var session: WebSocketSession?
 
     func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
@@ -147,6 +148,22 @@ final class FakeWebSocketIO: WebSocketSessionIO {
         #expect(io.frames() == ["close: 1000"])
         #expect(io.end?.by == .client && io.end?.code == 1000 && io.end?.clean == true && io.closed == "FIN")
         #expect(io.journaled.filter { $0.direction == .fromClient }.map(\.opcode) == ["text", "text", "text", "text", "ping", "close"])
+    }
+
+    @Test func aLargeMessageGoesOutAsTheOutputDrainsAndFramesWaitBehindIt() {
+        let (session, io) = Self.session([.send(.generated(size: 200_000), everyMilliseconds: nil, times: 1),
+                                          .send(.text("after"), everyMilliseconds: nil, times: 1)])
+        io.pendingOutput = 1  // the kernel takes nothing at once
+        session.start(early: [])
+        let piece = WebSocketSession.streamPiece
+        #expect(io.written.count == 10 + piece, "the header and one piece")
+        Self.feed(session, Self.client(.ping, "p"))
+        for _ in 0..<2 { session.drained() }
+        #expect(io.written.count == 10 + 3 * piece, "a piece per drain; the text and the pong wait behind the message")
+        session.drained()
+        let frames = io.frames()
+        #expect(frames.count == 3 && frames[0].hasPrefix("binary: ") && frames.dropFirst() == ["text: after", "pong: p"])
+        #expect(io.journaled.filter { $0.direction == .toClient }.map(\.size) == [200_000, 5, 1])
     }
 
     @Test func aServerCloseWaitsForTheClientsThenCloses() {

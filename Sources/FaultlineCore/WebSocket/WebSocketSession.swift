@@ -13,6 +13,8 @@ package enum WebSocketTimer: Int, Sendable, CaseIterable {
 package protocol WebSocketSessionIO: AnyObject {
     /// Writes bytes; false when the client is gone.
     func write(_ bytes: UnsafeRawBufferPointer) -> Bool
+    /// Bytes written and not yet taken by the kernel: a large message goes out as it drains (`drained`).
+    var pendingOutput: Int { get }
     /// Ends the transport: RST when `abortive`, else FIN. No call follows.
     func close(abortive: Bool)
     func startTimer(_ timer: WebSocketTimer, milliseconds: Int)
@@ -336,9 +338,47 @@ package final class WebSocketSession {
         case .binary(let bytes):
             send(WebSocketFrame(opcode: .binary, payload: bytes))
         case .generated(let size):
-            let seed = plan.seed &+ UInt64(number)
-            send(WebSocketFrame(opcode: .binary, payload: BodySource(.generated(seed: seed, size: size)).bytes(0..<size)))
+            guard state == .open else { return }
+            let source = BodySource(.generated(seed: plan.seed &+ UInt64(number), size: size))
+            guard streaming == nil, size > Self.streamPiece else {
+                send(WebSocketFrame(opcode: .binary, payload: source.bytes(0..<size)))
+                return
+            }
+            // A large message is never made whole: its header, then its bytes as the connection drains.
+            let header = WebSocketFrame.header(fin: true, opcode: .binary, length: size)
+            guard header.withUnsafeBytes({ io.write($0) }) else { return peerGone() }
+            io.journal(WebSocketFrameRecord(direction: .toClient, opcode: "binary", fin: true, size: size, text: nil,
+                                            atMonotonicNanos: io.nowNanos()))
+            streaming = BodySlice(source)
+            pump()
         }
+    }
+
+    /// The bytes a large message writes at once; the rest waits for the output to drain.
+    static let streamPiece = 64 * 1024
+    /// What is left of a large message, and the frames that wait behind it (a frame cannot go out inside another).
+    private var streaming: BodySlice?
+    private var queued: [WebSocketFrame] = []
+
+    /// The output drained: the large message goes on.
+    package func drained() {
+        guard state != .closed, streaming != nil else { return }
+        pump()
+    }
+
+    /// Writes a piece of the large message, and more while the kernel takes them at once.
+    private func pump() {
+        repeat {
+            guard let slice = streaming else { break }
+            let end = min(slice.range.lowerBound + Self.streamPiece, slice.range.upperBound)
+            let piece = slice.source.bytes(slice.range.lowerBound..<end)
+            guard piece.withUnsafeBytes({ io.write($0) }) else { return peerGone() }
+            streaming = end == slice.range.upperBound ? nil : BodySlice(slice.source, end..<slice.range.upperBound)
+        } while io.pendingOutput == 0
+        guard streaming == nil else { return }
+        let waiting = queued
+        queued = []
+        for frame in waiting where state != .closed { sendRaw(frame) }
     }
 
     /// Sends a frame while the session may talk.
@@ -348,6 +388,10 @@ package final class WebSocketSession {
     }
 
     private func sendRaw(_ frame: WebSocketFrame) {
+        if streaming != nil {
+            queued.append(frame)
+            return
+        }
         let written = frame.serialized().withUnsafeBytes { io.write($0) }
         io.journal(record(.toClient, frame))
         if !written { peerGone() }

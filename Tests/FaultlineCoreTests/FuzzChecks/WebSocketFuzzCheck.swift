@@ -15,6 +15,7 @@ enum WebSocketFuzzCheck {
         var ends = 0
         var closes = 0
         var callsAfterClose = 0
+        var pendingOutput = 0
         weak var session: WebSocketSession?
 
         func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
