@@ -291,6 +291,7 @@ final class FakeWebSocketIO: WebSocketSessionIO {
     @Test(arguments: [
         (#"{"websocket": {"script": [{"fault": "dorp"}]}}"#, #"routes[0].responses[0].websocket.script[0].fault: unknown WebSocket fault "dorp"; did you mean "drop"?"#),
         (#"{"websocket": {"script": [{"close": {"code": 1005}}]}}"#, "routes[0].responses[0].websocket.script[0].close.code: 1005 may not be sent in a close frame (RFC 6455 §7.4: 1000–1003, 1007–1014, 3000–4999)"),
+        (#"{"websocket": {"script": [{"fault": {"type": "close-keep-open", "code": 1006}}]}}"#, "routes[0].responses[0].websocket.script[0].fault.code: 1006 may not be sent in a close frame (RFC 6455 §7.4: 1000–1003, 1007–1014, 3000–4999)"),
         (#"{"websocket": {"script": [{"text": "x", "times": 3}]}}"#, #"routes[0].responses[0].websocket.script[0].times: repeating a message needs "everyMs" (the interval)"#),
         (#"{"websocket": {}, "status": 200}"#, #"routes[0].responses[0].status: a step that accepts a WebSocket takes no "status""#),
         (#"{"websocket": {"script": [{"text": "a", "ping": "b"}]}}"#, "routes[0].responses[0].websocket.script[0]"),

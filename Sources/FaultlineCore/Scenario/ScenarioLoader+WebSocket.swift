@@ -103,18 +103,27 @@ extension ScenarioLoader.Reader {
     /// `{"code": 1001, "reason": "…"}` (both optional for `close`; a close without a code sends an empty frame).
     private mutating func closeFields(_ value: JSONValue, at path: String) -> (code: Int?, reason: String)? {
         guard let fields = fields(value, at: path, known: ["code", "reason"]) else { return nil }
-        var code: Int?
-        if let value = fields["code"], let number = integer(value, at: fields.path("code"), in: 1000...4999) {
-            if WebSocketFrameParser.isValidCloseCode(number) {
-                code = number
-            } else {
-                report(fields.path("code"), "\(number) may not be sent in a close frame (RFC 6455 §7.4: 1000–1003, 1007–1014, 3000–4999)")
-            }
-        }
-        let reason = fields["reason"].flatMap { string($0, at: fields.path("reason")) } ?? ""
-        if reason.utf8.count > 123 { report(fields.path("reason"), "a close reason is at most 123 bytes (RFC 6455 §5.5)") }
-        if code == nil && !reason.isEmpty { report(path, "a close reason needs a code") }
+        let code = fields["code"].flatMap { closeCode($0, at: fields.path("code")) }
+        let reason = fields["reason"].flatMap { closeReason($0, at: fields.path("reason")) } ?? ""
+        if code == nil && fields["code"] == nil && !reason.isEmpty { report(path, "a close reason needs a code") }
         return (code, reason)
+    }
+
+    /// A close code an endpoint may send (RFC 6455 §7.4).
+    private mutating func closeCode(_ value: JSONValue, at path: String) -> Int? {
+        guard let number = integer(value, at: path, in: 1000...4999) else { return nil }
+        guard WebSocketFrameParser.isValidCloseCode(number) else {
+            report(path, "\(number) may not be sent in a close frame (RFC 6455 §7.4: 1000–1003, 1007–1014, 3000–4999)")
+            return nil
+        }
+        return number
+    }
+
+    /// A close reason: text of at most 123 bytes (RFC 6455 §5.5).
+    private mutating func closeReason(_ value: JSONValue, at path: String) -> String? {
+        guard let reason = string(value, at: path) else { return nil }
+        if reason.utf8.count > 123 { report(path, "a close reason is at most 123 bytes (RFC 6455 §5.5)") }
+        return reason
     }
 
     private mutating func webSocketFault(_ value: JSONValue, at path: String) -> WebSocketFault? {
@@ -136,12 +145,15 @@ extension ScenarioLoader.Reader {
         case "drop": return .drop(reset: true)
         case "drop-fin": return .drop(reset: false)
         case "close-keep-open":
-            let code = int("code", 1000...4999, 1001)
-            let reason = fields?["reason"].flatMap { string($0, at: fields!.path("reason")) } ?? ""
+            // The close frame is well formed: only its answer is missing.
+            var code = 1001, reason = ""
+            if let fields, let value = fields["code"] { code = closeCode(value, at: fields.path("code")) ?? code }
+            if let fields, let value = fields["reason"] { reason = closeReason(value, at: fields.path("reason")) ?? reason }
             return .closeKeepOpen(code: code, reason: reason)
         case "truncated-frame": return .truncatedFrame(bytes: int("bytes", 2...(64 << 20), 1024))
         case "fragmented":
-            let text = fields?["text"].flatMap { string($0, at: fields!.path("text")) } ?? "a message in fragments"
+            var text = "a message in fragments"
+            if let fields, let value = fields["text"] { text = string(value, at: fields.path("text")) ?? text }
             return .fragmented(text: text, fragments: int("fragments", 2...1000, 3), gapMilliseconds: int("gapMs", 0...ScenarioLoader.maxDelayMilliseconds, 1000))
         case "masked-frame": return .maskedFrame
         case "silence": return .silence
