@@ -33,11 +33,7 @@ extension Engine {
         _ answer: ResourceAnswer, step: ResponseStep?, for request: HTTPRequest, random: inout SeededRandom,
         extraHeaders: [(name: String, value: String)]
     ) -> (ResponseScript, ResourceRecord) {
-        var steps: [ScriptStep] = []
-        if let delay = step?.delay {
-            let ms = delay.milliseconds(using: &random)
-            if ms > 0 { steps.append(.wait(milliseconds: ms)) }
-        }
+        var steps = ResponsePlanner.waitSteps(step?.delay, &random)
         let keepAlive = request.head.clientWantsKeepAlive && !(step?.closeConnection ?? false)
         var headers = answer.headers
         for field in step?.headers ?? [] { headers.set(name: field.name, value: field.value) }
@@ -53,13 +49,13 @@ extension Engine {
             if !keepAlive { steps.append(.abortConnection(.close)) }
             return (ResponseScript(steps: steps, status: answer.status, keepAlive: keepAlive), record)
         }
-        let response = HTTPResponse(status: answer.status, headers: headers)
-        let broken = ResponsePlanner.faultSteps(fault, response, body: answer.body, headOnly: isHead, &random)
-        steps += broken
+        let script = ResponsePlanner.faultScript(
+            fault, HTTPResponse(status: answer.status, headers: headers), body: answer.body, headOnly: isHead,
+            after: steps, keepAlive: keepAlive, &random)
         // Only a body that is one stretch of the representation (not multipart) has an offset to cut at.
         if !isHead, [200, 206].contains(answer.status), answer.record.ranges.count <= 1, fault.name.sendsHead(fault.after),
-           !broken.contains(.end) {
-            let sent = broken.reduce(0) { total, step in
+           !script.steps.contains(.end) {
+            let sent = script.steps.reduce(0) { total, step in
                 switch step {
                 case .body(let bytes): return total + bytes.count
                 case .stream(let slice): return total + slice.count
@@ -68,10 +64,6 @@ extension Engine {
             }
             record.cutAt = answer.offset + sent
         }
-        var status = fault.name.sendsHead(fault.after) ? answer.status : nil
-        if fault.name == .htmlErrorPage, let code = status, code < 400 { status = 502 }
-        let script = ResponseScript(
-            steps: steps, status: status, fault: fault.name.rawValue, keepAlive: keepAlive && fault.name.keepsConnection)
         return (script, record)
     }
 

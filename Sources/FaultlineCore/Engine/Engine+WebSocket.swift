@@ -50,11 +50,7 @@ extension Engine {
         let plan = WebSocketSessionPlan(
             script: script, maxMessageBytes: spec.maxMessageBytes, ignorePings: spec.ignorePings, seed: random.next(),
             subprotocol: subprotocol)
-        var steps: [ScriptStep] = []
-        if let delay = step.delay {
-            let ms = delay.milliseconds(using: &random)
-            if ms > 0 { steps.append(.wait(milliseconds: ms)) }
-        }
+        var steps = ResponsePlanner.waitSteps(step.delay, &random)
         steps.append(.head(ResponseHead(status: 101, headers: HTTPHeaders(fields), bodyLength: 0, close: false)))
         steps.append(.upgrade(plan))
         return ResponseScript(steps: steps, status: 101, keepAlive: true)

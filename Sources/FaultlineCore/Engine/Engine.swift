@@ -152,18 +152,14 @@ package final class Engine {
     /// route (and partition) alone, so the n-th request of a route (in its partition) gets the same choices
     /// whatever other routes or partitions were sent before or in between. `reset` restarts every stream.
     package static func streamSeed(scenarioSeed: UInt64, routeID: String, partition: String?) -> UInt64 {
-        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
-        func mix(_ byte: UInt8) {
-            hash ^= UInt64(byte)
-            hash &*= 0x0000_0100_0000_01B3
-        }
-        for shift in stride(from: 0, to: 64, by: 8) { mix(UInt8(truncatingIfNeeded: scenarioSeed >> UInt64(shift))) }
-        for byte in routeID.utf8 { mix(byte) }
+        var fnv = FNV1a()
+        fnv.mix(littleEndian: scenarioSeed)
+        fnv.mix(routeID.utf8)
         if let partition {
-            mix(0xFF)
-            for byte in partition.utf8 { mix(byte) }
+            fnv.mix(0xFF)
+            fnv.mix(partition.utf8)
         }
-        var spread = SeededRandom(seed: hash)
+        var spread = SeededRandom(seed: fnv.hash)
         return spread.next()
     }
 
@@ -472,7 +468,6 @@ package final class Engine {
         return context
     }
 
-    /// A decision taken by `loaded`'s route; the one place that ties it to its scenario.
     /// A route that does not serve the request's protocol (its faults exist only on another one, or its
     /// `protocols` say so): refused the way the protocol says, without playing the route — no cursor moves.
     /// Over HTTP/2, RST_STREAM HTTP_1_1_REQUIRED (RFC 9113 §7), which clients such as curl answer by retrying
@@ -501,6 +496,7 @@ package final class Engine {
         return routeDecision(loaded, step: nil, script: script)
     }
 
+    /// A decision taken by `loaded`'s route; the one place that ties it to its scenario.
     private func routeDecision(_ loaded: LoadedRoute, step: Int?, script plan: ResponseScript) -> Decision {
         let decision = Decision(
             scenario: loaded.scenario.name, route: .route(loaded.id), step: step, unmatched: nil, script: plan)

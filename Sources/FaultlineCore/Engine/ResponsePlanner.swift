@@ -86,11 +86,7 @@ enum ResponsePlanner {
         random: inout SeededRandom, extraHeaders: [(name: String, value: String)], keepResponse: Bool
     ) -> ResponseScript {
         let step = prepared.step
-        var steps: [ScriptStep] = []
-        if let delay = step.delay {
-            let ms = delay.milliseconds(using: &random)
-            if ms > 0 { steps.append(.wait(milliseconds: ms)) }
-        }
+        var steps = waitSteps(step.delay, &random)
         let isHead = request.method == "HEAD"
         let keepAlive = request.head.clientWantsKeepAlive && !step.closeConnection
 
@@ -112,12 +108,8 @@ enum ResponsePlanner {
             response.headers.append(name: "Connection", value: "keep-alive")
         }
         if let fault = step.fault {
-            steps += faultSteps(fault, response, headOnly: isHead, &random)
-            var status = fault.name.sendsHead(fault.after) ? response.status : nil
-            if fault.name == .htmlErrorPage, let code = status, code < 400 { status = 502 }
-            var script = ResponseScript(
-                steps: steps, status: status, fault: fault.name.rawValue,
-                keepAlive: keepAlive && fault.name.keepsConnection)
+            var script = faultScript(
+                fault, response, body: nil, headOnly: isHead, after: steps, keepAlive: keepAlive, &random)
             script.response = nominal
             return script
         }
@@ -147,12 +139,7 @@ enum ResponsePlanner {
               request.head.version == .http1_1, request.method != "HEAD", request.head.clientWantsKeepAlive
         else { return nil }
         if let script = prepared.cachedKeepAliveScript { return script }
-        var steps: [ScriptStep] = []
-        if let delay = prepared.step.delay {
-            let ms = delay.milliseconds(using: &random)
-            if ms > 0 { steps.append(.wait(milliseconds: ms)) }
-        }
-        steps += cached
+        let steps = waitSteps(prepared.step.delay, &random) + cached
         return ResponseScript(steps: steps, status: prepared.step.status, keepAlive: true)
     }
 
@@ -189,12 +176,34 @@ enum ResponsePlanner {
     /// A body for faults that need bytes to break when the step scripted none.
     private static let placeholderBody = Array(#"{"id":"faultline","message":"this body is broken on purpose"}"#.utf8)
 
+    /// The wait a step's delay asks for (drawn from `random` for a distribution); none for no delay or 0 ms.
+    static func waitSteps(_ delay: DelaySpec?, _ random: inout SeededRandom) -> [ScriptStep] {
+        guard let delay else { return [] }
+        let ms = delay.milliseconds(using: &random)
+        return ms > 0 ? [.wait(milliseconds: ms)] : []
+    }
+
+    /// The script of `response` broken by `fault`, after `steps` (a delay): the status the head carries (none
+    /// when the fault sends no head; 502 for an error page over a success), and a connection kept only when the
+    /// client wants it and the fault leaves it usable.
+    static func faultScript(
+        _ fault: FaultSpec, _ response: HTTPResponse, body: BodyPieces?, headOnly: Bool, after steps: [ScriptStep],
+        keepAlive: Bool, _ random: inout SeededRandom
+    ) -> ResponseScript {
+        let broken = faultSteps(fault, response, body: body, headOnly: headOnly, &random)
+        var status = fault.name.sendsHead(fault.after) ? response.status : nil
+        if fault.name == .htmlErrorPage, let code = status, code < 400 { status = 502 }
+        return ResponseScript(
+            steps: steps + broken, status: status, fault: fault.name.rawValue,
+            keepAlive: keepAlive && fault.name.keepsConnection)
+    }
+
     /// `headOnly`: the request was HEAD, so the well-framed body faults send their header section only (RFC 9110
     /// §9.3.2); the connection-breaking faults break the connection the same way either way. `body` is the body to
     /// break when it is not `response.body` (a resource's representation, which is never copied whole: the faults
     /// that cut it send slices of it).
-    static func faultSteps(
-        _ fault: FaultSpec, _ response: HTTPResponse, body: BodyPieces? = nil, headOnly: Bool,
+    private static func faultSteps(
+        _ fault: FaultSpec, _ response: HTTPResponse, body: BodyPieces?, headOnly: Bool,
         _ random: inout SeededRandom
     ) -> [ScriptStep] {
         var pieces = body ?? BodyPieces([.bytes(response.body)])

@@ -49,3 +49,31 @@ extension DelaySpec {
         }
     }
 }
+
+/// FNV-1a (64-bit) over bytes fed in order: stable across runs and platforms, unlike `Hasher`. It seeds the random
+/// streams (`Engine.streamSeed`) and makes resources' entity tags.
+package struct FNV1a {
+    package private(set) var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+
+    package init() {}
+
+    package mutating func mix(_ byte: UInt8) {
+        hash ^= UInt64(byte)
+        hash &*= 0x0000_0100_0000_01B3
+    }
+
+    package mutating func mix(_ bytes: some Sequence<UInt8>) {
+        for byte in bytes { mix(byte) }
+    }
+
+    /// The value's 8 bytes, little-endian.
+    package mutating func mix(littleEndian value: UInt64) {
+        for shift in stride(from: 0, to: 64, by: 8) { mix(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+    }
+
+    package static func hash(_ bytes: some Sequence<UInt8>) -> UInt64 {
+        var fnv = FNV1a()
+        fnv.mix(bytes)
+        return fnv.hash
+    }
+}

@@ -122,7 +122,7 @@ extension ResourceStore {
             return answer
         }
         // Several ranges: multipart/byteranges (RFC 9110 §14.6), the parts in the order asked.
-        let boundary = "faultline-" + String(Self.fnv(Array((validators.etag ?? key).utf8)), radix: 16)
+        let boundary = "faultline-" + String(FNV1a.hash((validators.etag ?? key).utf8), radix: 16)
         var pieces: [BodyPieces.Piece] = []
         for (index, range) in ranges.enumerated() {
             let part = (index == 0 ? "" : "\r\n") + "--\(boundary)\r\nContent-Type: \(current.contentType)\r\n"

@@ -41,7 +41,7 @@ package final class ResourceStore {
             match = RouteMatch(path: spec.path)
             if case .bytes(let bytes) = spec.body {
                 initialSource = BodySource(bytes: bytes)
-                initialTag = ResourceStore.fnv(bytes)
+                initialTag = FNV1a.hash(bytes)
             } else {
                 initialSource = nil
                 initialTag = 0
@@ -183,7 +183,7 @@ package final class ResourceStore {
         } else if let body {
             changed.exists = true
             changed.body = BodySource(bytes: body)
-            changed.contentTag = Self.fnv(body)
+            changed.contentTag = FNV1a.hash(body)
             if let contentType { changed.contentType = contentType }
         } else if case .generated(_, let size) = changed.body.storage {
             // Generated anew from the new version; bytes a client wrote stay as written.
@@ -220,24 +220,17 @@ package final class ResourceStore {
     /// The entity tag of an instance as the resource sends it (strong or weak), or nil when it sends none.
     func entityTag(_ resource: Loaded, _ key: String, _ instance: Instance, unstable: Bool) -> String? {
         guard let strength = resource.spec.etag else { return nil }
-        var hash = Self.fnv(Array(resource.spec.id.utf8))
-        hash = Self.fnv(Array(key.utf8), hash)
-        hash = Self.fnv(withUnsafeBytes(of: UInt64(instance.version).littleEndian, Array.init), hash)
-        hash = Self.fnv(withUnsafeBytes(of: instance.contentTag.littleEndian, Array.init), hash)
-        var text = String(hash, radix: 16)
+        var fnv = FNV1a()
+        fnv.mix(resource.spec.id.utf8)
+        fnv.mix(key.utf8)
+        fnv.mix(littleEndian: UInt64(instance.version))
+        fnv.mix(littleEndian: instance.contentTag)
+        var text = String(fnv.hash, radix: 16)
         if text.count < 16 { text = String(repeating: "0", count: 16 - text.count) + text }
         if unstable { text += "-\(resource.served)" }
         return (strength == .weak ? "W/" : "") + "\"" + text + "\""
     }
 
-    static func fnv(_ bytes: [UInt8], _ start: UInt64 = 0xCBF2_9CE4_8422_2325) -> UInt64 {
-        var hash = start
-        for byte in bytes {
-            hash ^= UInt64(byte)
-            hash &*= 0x0000_0100_0000_01B3
-        }
-        return hash
-    }
 
     /// What `GET /__faultline/resources` shows.
     package func json() -> JSONValue {

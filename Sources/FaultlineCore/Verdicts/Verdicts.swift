@@ -299,6 +299,21 @@ package enum Verdicts {
         package static let minimumSpread = 0.1
     }
 
+    /// The weighted least-squares line through the points (x, y): its slope and each point's residual. The
+    /// backoff rules fit log(wait) against the retry index, so exp(slope) is the growth per retry.
+    static func fitLine(_ xs: [Double], _ ys: [Double], weights: [Double]) -> (slope: Double, residuals: [Double]) {
+        let total = weights.reduce(0, +)
+        let xMean = zip(weights, xs).map(*).reduce(0, +) / total
+        let yMean = zip(weights, ys).map(*).reduce(0, +) / total
+        var covariance = 0.0, variance = 0.0
+        for i in xs.indices {
+            covariance += weights[i] * (xs[i] - xMean) * (ys[i] - yMean)
+            variance += weights[i] * (xs[i] - xMean) * (xs[i] - xMean)
+        }
+        let slope = covariance / variance
+        return (slope, xs.indices.map { ys[$0] - (yMean + slope * (xs[$0] - xMean)) })
+    }
+
     /// The `p` quantile of sorted values, linearly interpolated between ranks.
     private static func quantile(_ sorted: [Double], _ p: Double) -> Double {
         let rank = p * Double(sorted.count - 1)
@@ -340,14 +355,7 @@ package enum Verdicts {
         let ys = envelopes.map { log(max(floor, $0)) }
         let ws = judged.map { Double($0.count) }
         let total = ws.reduce(0, +)
-        let xMean = zip(ws, xs).map(*).reduce(0, +) / total
-        let yMean = zip(ws, ys).map(*).reduce(0, +) / total
-        var covariance = 0.0, variance = 0.0
-        for i in xs.indices {
-            covariance += ws[i] * (xs[i] - xMean) * (ys[i] - yMean)
-            variance += ws[i] * (xs[i] - xMean) * (xs[i] - xMean)
-        }
-        let growth = exp(covariance / variance)
+        let growth = exp(fitLine(xs, ys, weights: ws).slope)
         let seen = judged.indices.map { "retry \($0 + 1): \(Int(envelopes[$0].rounded())) ms (\(judged[$0].count))" }
             .joined(separator: ", ")
         let growthText = "×\(String(format: "%.2f", growth)) per retry"

@@ -48,13 +48,8 @@ enum WebSocketVerdicts {
         }
         let floor = Verdicts.BackoffRule.floorMilliseconds
         let xs = points.map { Double($0.index) }, ys = points.map { log(max(floor, $0.wait)) }
-        let xMean = xs.reduce(0, +) / Double(xs.count), yMean = ys.reduce(0, +) / Double(ys.count)
-        var covariance = 0.0, variance = 0.0
-        for i in xs.indices {
-            covariance += (xs[i] - xMean) * (ys[i] - yMean)
-            variance += (xs[i] - xMean) * (xs[i] - xMean)
-        }
-        let growth = exp(covariance / variance)
+        let fit = Verdicts.fitLine(xs, ys, weights: Array(repeating: 1, count: xs.count))
+        let growth = exp(fit.slope)
         let waits = points.prefix(8).map { "\(Int($0.wait.rounded())) ms" }.joined(separator: ", ")
         let summary = "waits before reconnects \(waits)\(points.count > 8 ? ", …" : "") grow ×\(String(format: "%.2f", growth)) per reconnect"
         guard growth >= Verdicts.BackoffRule.minimumGrowth else {
@@ -62,9 +57,7 @@ enum WebSocketVerdicts {
                            explanation: "the reconnects do not back off: \(summary), at least ×\(String(format: "%.2f", Verdicts.BackoffRule.minimumGrowth)) expected",
                            evidence: evidence)
         }
-        let slope = covariance / variance
-        let residuals = xs.indices.map { ys[$0] - (yMean + slope * (xs[$0] - xMean)) }
-        let scatter = (residuals.map { $0 * $0 }.reduce(0, +) / Double(residuals.count)).squareRoot()
+        let scatter = (fit.residuals.map { $0 * $0 }.reduce(0, +) / Double(fit.residuals.count)).squareRoot()
         if jitter && scatter < minimumScatter {
             return Verdict(rule: rule, passed: false,
                            explanation: "no jitter: \(summary), but every wait sits on that curve (log scatter "

@@ -97,14 +97,24 @@ package final class WebSocketSession {
     private var cursor = 0
     /// A `send` step repeating: messages left and the next one's number.
     private var repeating: (left: Int, number: Int)?
-    /// A `fragmented` fault: fragments left to send after the first.
-    private var fragments: [[UInt8]] = []
+    /// A `fragmented` fault: the fragments left to send after the first, and the wait between two.
+    private var fragments: (left: [[UInt8]], gapMilliseconds: Int)?
     private var waitingFor: (matcher: BodyMatcher?, step: Int)?
     private var echoLeft: Int?
     private var echoAll = false
     /// The last fault the script played: every end records it (whoever ended the session, it ended one that
     /// carried a fault), and the exchange's outcome is then `closed-by-fault`.
     private var fault: String?
+    /// Our close frame's code and reason, once sent.
+    private var closeSent: (code: Int?, reason: String)?
+    /// What is left of a large message, and the frames that wait behind it (a frame cannot go out inside another).
+    private var streaming: BodySlice?
+    private var queued: [WebSocketFrame] = []
+
+    /// How long a server waits for the client's close frame after sending its own.
+    package static let closingMilliseconds = 2000
+    /// The bytes a large message writes at once; the rest waits for the output to drain.
+    static let streamPiece = 64 * 1024
 
     package init(io: WebSocketSessionIO, plan: WebSocketSessionPlan) {
         self.io = io
@@ -213,10 +223,11 @@ package final class WebSocketSession {
         guard state != .closed else { return }
         switch timer {
         case .script:
-            if !fragments.isEmpty {
-                let next = fragments.removeFirst()
-                sendRaw(WebSocketFrame(fin: fragments.isEmpty, opcode: .continuation, payload: next))
-                if fragments.isEmpty { cursor += 1; advance() } else { io.startTimer(.script, milliseconds: gap) }
+            if var pending = fragments {
+                let next = pending.left.removeFirst()
+                fragments = pending.left.isEmpty ? nil : pending
+                sendRaw(WebSocketFrame(fin: fragments == nil, opcode: .continuation, payload: next))
+                if fragments == nil { cursor += 1; advance() } else { io.startTimer(.script, milliseconds: pending.gapMilliseconds) }
             } else if let again = repeating, case .send(let payload, let every, _) = plan.script[cursor] {
                 sendMessage(payload, number: again.number)
                 if again.left <= 1 {
@@ -244,11 +255,6 @@ package final class WebSocketSession {
                                 fault: fault, atMonotonicNanos: io.nowNanos()), abortive: false)
         }
     }
-
-    /// How long a server waits for the client's close frame after sending its own.
-    package static let closingMilliseconds = 2000
-    private var closeSent: (code: Int?, reason: String)?
-    private var gap = 0
 
     /// Runs steps until one has to wait.
     private func advance() {
@@ -315,8 +321,7 @@ package final class WebSocketSession {
             let first = pieces.removeFirst()
             sendRaw(WebSocketFrame(fin: pieces.isEmpty, opcode: .text, payload: first))
             guard !pieces.isEmpty else { return true }
-            fragments = pieces
-            gap = gapMilliseconds
+            fragments = (pieces, gapMilliseconds)
             io.startTimer(.script, milliseconds: gapMilliseconds)
             return false
         case .maskedFrame:
@@ -353,12 +358,6 @@ package final class WebSocketSession {
             pump()
         }
     }
-
-    /// The bytes a large message writes at once; the rest waits for the output to drain.
-    static let streamPiece = 64 * 1024
-    /// What is left of a large message, and the frames that wait behind it (a frame cannot go out inside another).
-    private var streaming: BodySlice?
-    private var queued: [WebSocketFrame] = []
 
     /// The output drained: the large message goes on.
     package func drained() {
