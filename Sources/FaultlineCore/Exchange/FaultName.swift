@@ -100,4 +100,18 @@ extension FaultName {
             return true
         }
     }
+
+    /// Whether the fault sends something of the response it breaks. A `proxy` step's fault acts on the
+    /// upstream's response, so one that sends none of it (its request would be forwarded for nothing) is refused
+    /// there: `commit-then-reset` and `commit-then-hang` say "forward, then break the connection" (ARCHITECTURE §4d).
+    public var usesResponse: Bool {
+        switch self {
+        case .reset, .emptyReply, .garbage, .hang, .rawFrames:
+            return false
+        case .halfClose, .closeAfterHeaders, .truncateBody, .overlongBody, .malformedChunk, .stallAfterHeaders,
+             .corruptJSON, .truncatedJSON, .wrongContentType, .htmlErrorPage, .badGzip, .commitThenReset,
+             .commitThenHang, .noCloseNotify, .rstStream, .goaway:
+            return true
+        }
+    }
 }

@@ -23,6 +23,9 @@ public struct Scenario: Sendable, Equatable {
     public var http2: HTTP2Plan?
     /// Versioned resources: conditional requests, ranges and writes (ARCHITECTURE §4b).
     public var resources: [ResourceSpec] = []
+    /// Forward to a real upstream (ARCHITECTURE §4d): the `proxy` steps of its routes and, unless `unmatched`
+    /// says 404, the requests no route takes.
+    public var proxy: ProxyConfig?
 
     public init(
         name: String, description: String? = nil, seed: UInt64 = 0, routes: [Route],
@@ -116,6 +119,8 @@ public struct Route: Sendable, Equatable {
     public var chaos: ChaosSpec?
     /// Idempotency-key handling for the route (IETF httpapi idempotency-key draft).
     public var idempotency: IdempotencyConfig?
+    /// The proxy settings of the route's `proxy` steps, over its scenario's (ARCHITECTURE §4d).
+    public var proxy: ProxyConfig?
 
     /// The protocols the route serves: `protocols`, or those on which every fault it uses exists.
     public var servedProtocols: Set<ExchangeProtocol> {
@@ -337,6 +342,9 @@ public struct ResponseStep: Sendable, Equatable {
     public var resource: ResourceReference?
     /// The step accepts a WebSocket upgrade and plays a session (`{"websocket": {…}}`).
     public var websocket: WebSocketSpec?
+    /// The step forwards the request to the upstream (`"proxy": true`) and answers with its response, after the
+    /// step's delay and with its headers and fault applied (ARCHITECTURE §4d).
+    public var proxy = false
 
     public init(
         status: Int = 200, headers: [(name: String, value: String)] = [], body: StepBody = .empty,
@@ -357,6 +365,7 @@ public struct ResponseStep: Sendable, Equatable {
         lhs.status == rhs.status && lhs.body == rhs.body && lhs.delay == rhs.delay && lhs.drip == rhs.drip
             && lhs.fault == rhs.fault && lhs.times == rhs.times && lhs.closeConnection == rhs.closeConnection
             && lhs.effects == rhs.effects && lhs.resource == rhs.resource && lhs.websocket == rhs.websocket
+            && lhs.proxy == rhs.proxy
             && lhs.headers.map(\.name) == rhs.headers.map(\.name)
             && lhs.headers.map(\.value) == rhs.headers.map(\.value)
     }

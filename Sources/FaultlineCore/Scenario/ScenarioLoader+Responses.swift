@@ -6,7 +6,7 @@ extension ScenarioLoader {
     static let bodyKeys = ["json", "text", "base64", "file"]
     static let stepKeys = [
         "status", "headers", "json", "text", "base64", "file", "delayMs", "delay", "chunked", "fault", "times", "close",
-        "effects", "resource", "websocket",
+        "effects", "resource", "websocket", "proxy",
     ]
 }
 
@@ -88,6 +88,11 @@ extension ScenarioLoader.Reader {
                     + (key == "headers" ? ": the 101's fields go in \"websocket\".\"headers\"" : ""))
             }
             step.websocket = webSocketSpec(value, at: fields.path("websocket"))
+        }
+
+        if let value = fields["proxy"], let forward = bool(value, at: fields.path("proxy")), forward {
+            checkProxyStep(step, fields)
+            step.proxy = true
         }
 
         return errors.count == errorCount ? step : nil

@@ -6,7 +6,7 @@ extension ScenarioLoader.Reader {
         guard let fields = fields(
             document, at: "",
             known: ["name", "description", "seed", "routes", "connections", "auth", "rateLimits", "expect", "tls",
-                    "http2", "resources"],
+                    "http2", "resources", "proxy"],
             ignored: ["$schema"]
         ) else { return nil }
 
@@ -38,6 +38,7 @@ extension ScenarioLoader.Reader {
         let expect = fields["expect"].flatMap { expectations($0, at: fields.path("expect")) }
         let tls = fields["tls"].flatMap { tlsSection($0, at: fields.path("tls")) }
         let http2 = fields["http2"].flatMap { http2Section($0, at: fields.path("http2")) }
+        let proxy = fields["proxy"].flatMap { proxySection($0, at: fields.path("proxy"), scenarioLevel: true) }
 
         guard errors.isEmpty, let name else { return nil }
         var scenario = Scenario(
@@ -49,6 +50,7 @@ extension ScenarioLoader.Reader {
         scenario.tls = tls
         scenario.http2 = http2
         scenario.resources = resources
+        scenario.proxy = proxy
         return scenario
     }
 
@@ -58,8 +60,9 @@ extension ScenarioLoader.Reader {
         let errorCount = errors.count
         guard let fields = fields(
             value, at: path,
-            known: ["id", "match", "protocols", "responses", "afterLast", "sequenceBy", "chaos", "idempotency"]
+            known: ["id", "match", "protocols", "responses", "afterLast", "sequenceBy", "chaos", "idempotency", "proxy"]
         ) else { return nil }
+        let routeProxy = fields["proxy"].flatMap { proxySection($0, at: fields.path("proxy"), scenarioLevel: false) }
 
         var id: String?
         if let value = required(fields, "id"), let text = nonEmptyString(value, at: fields.path("id")) {
@@ -79,7 +82,12 @@ extension ScenarioLoader.Reader {
         }
 
         var responses: [ResponseStep] = []
-        if let value = required(fields, "responses"), let elements = array(value, at: fields.path("responses")) {
+        if fields["responses"] == nil && fields["proxy"] != nil {
+            // A route with a proxy and no script forwards every request it takes.
+            var step = ResponseStep()
+            step.proxy = true
+            responses = [step]
+        } else if let value = required(fields, "responses"), let elements = array(value, at: fields.path("responses")) {
             if elements.isEmpty {
                 report(fields.path("responses"), "needs at least one response step")
             }
@@ -123,6 +131,7 @@ extension ScenarioLoader.Reader {
             id: id, match: match, responses: responses, afterLast: afterLast, sequenceBy: sequenceBy, chaos: chaos)
         route.idempotency = idempotency
         route.protocols = protocols
+        route.proxy = routeProxy
         return route
     }
 

@@ -1,0 +1,306 @@
+/// A response an upstream sent, read whole: what the proxy hands to the planner (ARCHITECTURE §4d).
+package struct UpstreamResponse: Sendable, Equatable {
+    package var status: Int
+    package var reason: String
+    package var version: HTTPVersion
+    /// The fields as received, in order (framing and hop-by-hop fields included; `ProxyHeaders` strips them).
+    package var headers: HTTPHeaders
+    /// The body with its framing removed (chunks joined).
+    package var body: [UInt8]
+    /// Whether the connection may carry another request: HTTP/1.1 without `Connection: close`, HTTP/1.0 with
+    /// `keep-alive`, and a body that was not delimited by the close.
+    package var reusable: Bool
+
+    package init(
+        status: Int, reason: String = "", version: HTTPVersion = .http1_1, headers: HTTPHeaders = HTTPHeaders(),
+        body: [UInt8] = [], reusable: Bool = true
+    ) {
+        self.status = status
+        self.reason = reason
+        self.version = version
+        self.headers = headers
+        self.body = body
+        self.reusable = reusable
+    }
+}
+
+/// The client side of HTTP/1.1 (RFC 9112): reads one response to one request, fed in pieces as they arrive.
+/// Status line and fields, then the body framed as §6.3 says — no body for HEAD, 1xx, 204 and 304;
+/// `Transfer-Encoding: chunked` (with trailers, which are read and dropped); `Content-Length`; else until the
+/// connection closes. Interim 1xx responses (100 Continue, 103 Early Hints) are skipped. Pure: no sockets.
+/// Bounded: a header section over `maxHeaderBytes` or a body over `maxBodyBytes` fails, naming the limit.
+package struct HTTPResponseParser: Sendable {
+    /// What feeding (or the end of the input) gave.
+    package enum Progress: Sendable, Equatable {
+        /// More bytes are needed.
+        case needMore
+        /// The response is complete. `extraBytes`: the upstream sent bytes past it (the connection is not reused).
+        case complete(UpstreamResponse, extraBytes: Bool)
+        /// The bytes are not an HTTP/1.1 response, or break a limit; the reason, for the 502's body.
+        case failed(String)
+    }
+
+    private enum State: Sendable, Equatable {
+        /// Reading the status line and fields.
+        case head
+        /// A body of this many more bytes.
+        case fixed(remaining: Int)
+        /// Reading a chunk-size line.
+        case chunkSize
+        /// Inside a chunk: this many data bytes, then CRLF.
+        case chunkData(remaining: Int)
+        /// The CRLF after a chunk's data.
+        case chunkEnd
+        /// Trailer fields after the last chunk, up to the empty line.
+        case trailers
+        /// The body ends when the connection does.
+        case untilClose
+        case done
+        case failed
+    }
+
+    package let maxHeaderBytes: Int
+    package let maxBodyBytes: Int
+    private let headRequest: Bool
+    private var state = State.head
+    private var buffer: [UInt8] = []
+    private var position = 0
+    private var response = UpstreamResponse(status: 0)
+    /// Whether any byte arrived: a reused connection that closes before one did was stale, and the request may
+    /// be retried on a fresh one.
+    package private(set) var receivedAny = false
+
+    package init(requestMethod: String, maxHeaderBytes: Int = 64 * 1024, maxBodyBytes: Int = 64 * 1024 * 1024) {
+        headRequest = requestMethod == "HEAD"
+        self.maxHeaderBytes = maxHeaderBytes
+        self.maxBodyBytes = maxBodyBytes
+    }
+
+    /// Whether the response's head has been read (a time-to-first-byte was seen and the status is known).
+    package var status: Int? { response.status == 0 ? nil : response.status }
+
+    /// Reads `bytes`; returns `.needMore` until the response is complete or broken.
+    package mutating func feed<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> Progress {
+        guard state != .done, state != .failed else { return state == .failed ? .failed("already failed") : .needMore }
+        if !bytes.isEmpty { receivedAny = true }
+        if position > 0 && position == buffer.count {
+            buffer.removeAll(keepingCapacity: true)
+            position = 0
+        }
+        buffer.append(contentsOf: bytes)
+        return run()
+    }
+
+    /// The connection closed (FIN). Completes a close-delimited body; anything else unfinished is a failure.
+    package mutating func finish() -> Progress {
+        switch state {
+        case .untilClose:
+            state = .done
+            response.reusable = false
+            return .complete(response, extraBytes: false)
+        case .done:
+            return .needMore
+        case .head:
+            return .failed(receivedAny ? "the upstream closed the connection inside the response's header section"
+                : "the upstream closed the connection without answering")
+        case .fixed(let remaining):
+            return .failed("the upstream closed the connection \(remaining) bytes before the end of the body "
+                + "its Content-Length announced")
+        case .chunkSize, .chunkData, .chunkEnd, .trailers:
+            return .failed("the upstream closed the connection inside a chunked body")
+        case .failed:
+            return .failed("already failed")
+        }
+    }
+
+    private mutating func fail(_ reason: String) -> Progress {
+        state = .failed
+        return .failed(reason)
+    }
+
+    /// The next line (without CR LF or a bare LF), or nil when it is not complete yet.
+    private mutating func line(limit: Int) -> [UInt8]?? {
+        guard let newline = buffer[position...].firstIndex(of: 0x0A) else {
+            return buffer.count - position > limit ? .some(nil) : nil
+        }
+        var end = newline
+        if end > position && buffer[end - 1] == 0x0D { end -= 1 }
+        let text = Array(buffer[position..<end])
+        position = newline + 1
+        return .some(text)
+    }
+
+    private mutating func run() -> Progress {
+        while true {
+            switch state {
+            case .head:
+                // The whole header section must be there: look for its empty line.
+                guard let end = headEnd() else {
+                    if buffer.count - position > maxHeaderBytes {
+                        return fail("the upstream's header section is larger than \(maxHeaderBytes) bytes")
+                    }
+                    return .needMore
+                }
+                if end - position > maxHeaderBytes {
+                    return fail("the upstream's header section is larger than \(maxHeaderBytes) bytes")
+                }
+                if let problem = parseHead(upTo: end) { return fail(problem) }
+            case .fixed(let remaining):
+                let available = min(remaining, buffer.count - position)
+                response.body.append(contentsOf: buffer[position..<(position + available)])
+                position += available
+                if remaining - available > 0 {
+                    state = .fixed(remaining: remaining - available)
+                    return .needMore
+                }
+                return complete()
+            case .chunkSize:
+                guard let next = line(limit: 1024) else { return .needMore }
+                guard let text = next else { return fail("a chunk-size line longer than 1024 bytes") }
+                let sizeText = text.prefix { $0 != UInt8(ascii: ";") && $0 != 0x20 && $0 != 0x09 }
+                guard !sizeText.isEmpty, sizeText.count <= 15,
+                      let size = Int(String(decoding: sizeText, as: UTF8.self), radix: 16), size >= 0 else {
+                    return fail("a malformed chunk size \(Self.printable(text))")
+                }
+                if size == 0 {
+                    state = .trailers
+                } else {
+                    if response.body.count + size > maxBodyBytes { return tooLarge() }
+                    state = .chunkData(remaining: size)
+                }
+            case .chunkData(let remaining):
+                let available = min(remaining, buffer.count - position)
+                response.body.append(contentsOf: buffer[position..<(position + available)])
+                position += available
+                if remaining - available > 0 {
+                    state = .chunkData(remaining: remaining - available)
+                    return .needMore
+                }
+                state = .chunkEnd
+            case .chunkEnd:
+                guard let next = line(limit: 2) else { return .needMore }
+                guard let text = next, text.isEmpty else { return fail("a chunk's data is not followed by CRLF") }
+                state = .chunkSize
+            case .trailers:
+                guard let next = line(limit: maxHeaderBytes) else { return .needMore }
+                guard let text = next else { return fail("the upstream's trailer section is too large") }
+                if text.isEmpty { return complete() }
+            case .untilClose:
+                response.body.append(contentsOf: buffer[position...])
+                position = buffer.count
+                if response.body.count > maxBodyBytes { return tooLarge() }
+                return .needMore
+            case .done, .failed:
+                return .needMore
+            }
+        }
+    }
+
+    private mutating func tooLarge() -> Progress {
+        fail("the upstream's body is larger than the proxy's limit of \(maxBodyBytes) bytes")
+    }
+
+    private mutating func complete() -> Progress {
+        state = .done
+        return .complete(response, extraBytes: position < buffer.count)
+    }
+
+    /// The index just past the header section's empty line, or nil while it has not arrived.
+    private func headEnd() -> Int? {
+        var index = position
+        while let newline = buffer[index...].firstIndex(of: 0x0A) {
+            let next = newline + 1
+            if next < buffer.count, buffer[next] == 0x0A { return next + 1 }
+            if next + 1 < buffer.count, buffer[next] == 0x0D, buffer[next + 1] == 0x0A { return next + 2 }
+            if next >= buffer.count || (next + 1 >= buffer.count && buffer[next] == 0x0D) { return nil }
+            index = next
+        }
+        return nil
+    }
+
+    /// Parses the status line and fields in `buffer[position..<end]`, then picks the body's framing (RFC 9112
+    /// §6.3). A 1xx other than 101 is interim: it is dropped and the next head is read. Nil, or the problem.
+    private mutating func parseHead(upTo end: Int) -> String? {
+        var lines: [[UInt8]] = []
+        var start = position
+        while start < end {
+            let newline = buffer[start..<end].firstIndex(of: 0x0A) ?? end
+            var lineEnd = newline
+            if lineEnd > start && buffer[lineEnd - 1] == 0x0D { lineEnd -= 1 }
+            lines.append(Array(buffer[start..<lineEnd]))
+            start = newline + 1
+        }
+        position = end
+        while lines.last?.isEmpty == true { lines.removeLast() }
+        guard let statusLine = lines.first else { return "an empty status line" }
+        // HTTP-version SP status-code SP [reason-phrase] (RFC 9112 §4).
+        let text = String(decoding: statusLine, as: UTF8.self)
+        let parts = text.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), parts[0].count == 8,
+              let minor = Int(parts[0].dropFirst(7)), parts[1].count == 3, let status = Int(parts[1]),
+              (100...599).contains(status) else {
+            return "not an HTTP/1.1 response: the status line is \(Self.printable(statusLine))"
+        }
+        var headers = HTTPHeaders()
+        for fieldLine in lines.dropFirst() {
+            guard let colon = fieldLine.firstIndex(of: UInt8(ascii: ":")), colon > 0,
+                  !fieldLine[..<colon].contains(where: { $0 == 0x20 || $0 == 0x09 }) else {
+                return "a malformed header line \(Self.printable(fieldLine))"
+            }
+            let name = String(decoding: fieldLine[..<colon], as: UTF8.self)
+            let value = String(decoding: fieldLine[(colon + 1)...], as: UTF8.self).trimmingWhitespace()
+            headers.append(name: name, value: value)
+        }
+        if (100...199).contains(status) && status != 101 {
+            // An interim response (RFC 9110 §15.2): the final one follows.
+            return nil
+        }
+        let version = HTTPVersion(major: 1, minor: minor)
+        response = UpstreamResponse(
+            status: status, reason: parts.count > 2 ? String(parts[2]) : "", version: version, headers: headers)
+        let connection = headers.values("connection").joined(separator: ",").lowercased()
+        response.reusable = minor >= 1 ? !connection.contains("close") : connection.contains("keep-alive")
+        if headRequest || status == 204 || status == 304 || status == 101 {
+            state = .fixed(remaining: 0)
+            return nil
+        }
+        if let coding = headers.values("transfer-encoding").last {
+            // Chunked must be the last coding (RFC 9112 §6.3 item 4); otherwise the close ends the body.
+            if coding.lowercased().split(separator: ",").last.map({ String($0).trimmingWhitespace() }) == "chunked" {
+                state = .chunkSize
+            } else {
+                state = .untilClose
+                response.reusable = false
+            }
+            return nil
+        }
+        let lengths = headers.values("content-length")
+        if !lengths.isEmpty {
+            let values = Set(lengths.joined(separator: ",").split(separator: ",").map { String($0).trimmingWhitespace() })
+            guard values.count == 1, let only = values.first, !only.isEmpty, only.allSatisfy(\.isASCIIDigitCharacter),
+                  only.count <= 18, let length = Int(only) else {
+                return "an invalid Content-Length \(Self.quoted(lengths.joined(separator: ", ")))"
+            }
+            if length > maxBodyBytes {
+                return "the upstream's body (Content-Length \(length)) is larger than the proxy's limit of \(maxBodyBytes) bytes"
+            }
+            state = .fixed(remaining: length)
+            return nil
+        }
+        state = .untilClose
+        response.reusable = false
+        return nil
+    }
+
+    private static func quoted(_ text: String) -> String { JSONValue.string(text).serialized() }
+
+    /// At most 64 bytes of `bytes`, quoted, for a message.
+    private static func printable(_ bytes: [UInt8]) -> String {
+        let shown = bytes.prefix(64).map { $0 >= 0x20 && $0 < 0x7F ? Character(UnicodeScalar($0)) : "?" }
+        return quoted(String(shown) + (bytes.count > 64 ? "…" : ""))
+    }
+}
+
+private extension Character {
+    var isASCIIDigitCharacter: Bool { ("0"..."9").contains(self) }
+}
