@@ -80,4 +80,11 @@ static inline int faultline_BIO_reset(BIO *bio) { return BIO_reset(bio); }
 static inline int faultline_SSL_set_app_data(SSL *ssl, void *data) { return SSL_set_ex_data(ssl, 0, data); }
 static inline void *faultline_SSL_get_app_data(const SSL *ssl) { return SSL_get_ex_data(ssl, 0); }
 
+// MARK: - The proxy's client side (Faultline/Proxy)
+
+/// SNI for a client connection (SSL_set_tlsext_host_name is a macro over SSL_ctrl).
+static inline int faultline_SSL_set_tlsext_host_name(SSL *ssl, const char *name) {
+    return (int)SSL_set_tlsext_host_name(ssl, name);
+}
+
 #endif

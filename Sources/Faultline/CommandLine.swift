@@ -33,6 +33,8 @@ package struct ServeOptions: Equatable, Sendable {
     package var tls: TLSOptions?
     /// Also write the bound TLS port to this file.
     package var tlsPortFile: String?
+    /// `--proxy URL` (and `--proxy-ca-file`): forward what no route takes (ARCHITECTURE §4d).
+    package var proxy: ProxyConfig?
 
     package init() {}
 }
@@ -205,6 +207,19 @@ struct ServeParse {
     var tlsRequested = false
     var quiet = false
     var format = RequestLogFormat.text
+    var proxyCAFile: String?
+}
+
+/// `--proxy URL`'s upstream, over what was given before.
+private func proxyConfig(_ command: String, _ text: String, over base: ProxyConfig?) throws(CommandLineError) -> ProxyConfig {
+    switch UpstreamURL.parse(text) {
+    case .success(let url):
+        var config = base ?? ProxyConfig()
+        config.upstream = url
+        return config
+    case .failure(let error):
+        throw CommandLineError(message: "\(command): --proxy: \(error.description)")
+    }
 }
 
 /// `verify` and `export` while parsing.
@@ -314,6 +329,15 @@ package enum FaultlineCommandLine {
                     throw CommandLineError(message: "serve: --tls-alpn takes h2 and http/1.1, comma-separated; got \"\(text)\"")
                 }
                 parse.tls.alpn = names
+            },
+            OptionSpec(["--proxy"], value: "URL", """
+                forward to this upstream (http:// or https://) every request no route takes, and the "proxy" \
+                steps of scenarios that name no upstream
+                """) { (parse: inout ServeParse, text: String) throws(CommandLineError) in
+                parse.options.proxy = try proxyConfig("serve", text, over: parse.options.proxy)
+            },
+            OptionSpec(["--proxy-ca-file"], value: "F", "trust the CA certificates in F (PEM) for an https upstream") {
+                parse, text in parse.proxyCAFile = text
             },
         ],
         positional: { parse, path in parse.options.paths.append(path) })
@@ -451,6 +475,12 @@ package enum FaultlineCommandLine {
                 parse.options.tls = parse.tls
             } else if parse.tls != TLSOptions() || parse.options.tlsPortFile != nil {
                 throw CommandLineError(message: "serve: the --tls-… options need --tls-port")
+            }
+            if let caFile = parse.proxyCAFile {
+                guard parse.options.proxy?.upstream?.secure == true else {
+                    throw CommandLineError(message: "serve: --proxy-ca-file goes with --proxy https://…")
+                }
+                parse.options.proxy?.caFile = caFile
             }
             return .serve(parse.options)
         case "validate":

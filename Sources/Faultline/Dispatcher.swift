@@ -54,6 +54,15 @@ final class Dispatcher {
             connection: connection.id, connectionOpenedAt: connection.openedAtMilliseconds)
         var entry = Self.entry(context, connection, head: request.head, body: request.body)
         entry.record(decision)
+        if let plan = decision.proxy {
+            // Forwarded (ARCHITECTURE §4d): the script comes when the upstream has answered.
+            entry.proxy = ProxyRecord(upstream: plan.upstreamURL)
+            let sequence = core.record(consume entry)
+            let exchange = Exchange(sequence: sequence, script: nil, clientWantsClose: clientWantsClose)
+            exchange.engineCompletion = decision.completion
+            core.proxy.forward(plan, exchange: exchange, sequence: sequence, connection: connection)
+            return exchange
+        }
         let exchange = Exchange(
             sequence: core.record(consume entry), script: decision.script, clientWantsClose: clientWantsClose)
         exchange.engineCompletion = decision.completion

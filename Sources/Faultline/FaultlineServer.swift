@@ -43,6 +43,9 @@ public final class FaultlineServer: Sendable {
         public var onReload: (@Sendable (ScenarioReload) -> Void)?
         /// Serve HTTPS too, on a port of its own; nil for plain HTTP only.
         public var tls: TLSOptions?
+        /// `serve --proxy URL`: forward to this upstream whatever no route takes, and the `proxy` steps of
+        /// scenarios that name no upstream of their own (ARCHITECTURE §4d).
+        public var proxy: ProxyConfig?
 
         public init(
             host: String = "127.0.0.1", port: Int = 0, scenarios: [Scenario] = [], journalCapacity: Int = 10_000,

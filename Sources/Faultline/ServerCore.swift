@@ -17,6 +17,8 @@ final class ServerCore: @unchecked Sendable {
     @exclusivity(unchecked) var journal: Journal
     private(set) lazy var admin = AdminAPI(core: self)
     private(set) lazy var dispatcher = Dispatcher(core: self)
+    /// The upstream connections and the forwarding of proxied requests (ARCHITECTURE §4d).
+    private(set) lazy var proxy = ProxyService(core: self)
     /// The HTTP/1.1 connection rules' limits and timings, from the configuration.
     let http1Settings: HTTP1Settings
     /// What an HTTP/2 connection announces and its limits (the parser limits apply to its requests too).
@@ -51,6 +53,7 @@ final class ServerCore: @unchecked Sendable {
             scenarios: configuration.scenarios,
             now: EngineInstant(monotonicMilliseconds: Clock.monotonicNanos() / 1_000_000, wallSeconds: Clock.wallSeconds()))
         journal = Journal(capacity: configuration.journalCapacity, maxBodyBytes: configuration.journalBodyBytes)
+        engine.defaultProxy = configuration.proxy
         http1Settings = HTTP1Settings(
             parserLimits: configuration.parserLimits, headerTimeoutMilliseconds: configuration.headerTimeoutMilliseconds)
         var http2 = HTTP2ConnectionSettings()
@@ -356,6 +359,7 @@ final class ServerCore: @unchecked Sendable {
         watcher?.stop()
         journalWaits.stop()
         for connection in Array(connections.values) { connection.teardown(.cancelled) }
+        proxy.stop()
         closeQueue.removeAll()
         closeQueueStart = 0
         closeTask.close()

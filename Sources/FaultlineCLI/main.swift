@@ -72,6 +72,7 @@ case .serve(let options):
     configuration.requestLog = options.requestLog
     configuration.scenarioPaths = paths
     configuration.tls = options.tls
+    configuration.proxy = options.proxy
     configuration.onReload = { reload in
         FileHandle.standardError.write(Data("faultline: \(reload)\n".utf8))
     }

@@ -27,6 +27,9 @@ package final class Decision {
     @exclusivity(unchecked) package var completion: ExchangeCompletion?
     /// A resource answered: what the request carried and what was decided.
     @exclusivity(unchecked) package var resource: ResourceRecord?
+    /// The request is to be forwarded (ARCHITECTURE §4d): `script` is a placeholder, the Dispatcher builds the
+    /// real one from the upstream's response.
+    @exclusivity(unchecked) package var proxy: ProxyPlan?
 
     init(scenario: String?, route: DecisionSource?, step: Int?, unmatched: UnmatchedInfo?, script: ResponseScript) {
         self.scenario = scenario
@@ -131,6 +134,8 @@ package final class Engine {
     @exclusivity(unchecked) var handshakesServed: [Int: Int] = [:]
     /// The resources of the loaded scenarios and their instances' versions.
     package let resources = ResourceStore()
+    /// `serve --proxy URL`: the proxy settings under every scenario's (ARCHITECTURE §4d).
+    @exclusivity(unchecked) package var defaultProxy: ProxyConfig?
 
     private struct CursorKey: Hashable {
         var route: Int
@@ -242,6 +247,10 @@ package final class Engine {
                 decision.script.idleCloseMilliseconds = policy.idleCloseMilliseconds
             }
         }
+        if let proxy = decision.proxy {
+            proxy.policyClose = decision.script.policyClose
+            proxy.idleCloseMilliseconds = decision.script.idleCloseMilliseconds
+        }
         return decision
     }
 
@@ -260,10 +269,37 @@ package final class Engine {
             }
         }
         if let decision = resourceDecision(input, now: now, extraHeaders: extraHeaders) { return decision }
+        if let (config, scenario) = unmatchedProxy() {
+            // No route, no resource: forwarded as it is, no fault, no cursor.
+            let decision = Decision(
+                scenario: scenario, route: nil, step: nil, unmatched: nil,
+                script: ResponseScript(steps: [], status: nil, keepAlive: true))
+            decision.proxy = ProxyPlan(
+                config: config, step: nil, request: request, seed: 0, extraHeaders: extraHeaders)
+            notes.append(.remark("no route matched: forwarded to the upstream"))
+            return decision
+        }
         let info = unmatchedInfo(input)
         return Decision(
             scenario: nil, route: nil, step: nil, unmatched: info,
             script: ResponsePlanner.notFound(request, info))
+    }
+
+    /// The proxy that takes requests no route took: the first scenario with a `proxy` section decides (its
+    /// `unmatched`, `forward` by default), else `serve --proxy`'s. Nil: answer 404.
+    private func unmatchedProxy() -> (ProxyConfig, String?)? {
+        if let scenario = scenarios.first(where: { $0.proxy != nil }), let own = scenario.proxy {
+            let config = own.merged(over: defaultProxy)
+            return (config.unmatched ?? .forward) == .forward ? (config, scenario.name) : nil
+        }
+        guard let defaultProxy, (defaultProxy.unmatched ?? .forward) == .forward else { return nil }
+        return (defaultProxy, nil)
+    }
+
+    /// The settings of a `proxy` step of `loaded`'s route: the route's over its scenario's over the command line's.
+    private func proxyConfig(_ loaded: LoadedRoute) -> ProxyConfig {
+        let scenarioLevel = loaded.scenario.proxy.map { $0.merged(over: defaultProxy) } ?? defaultProxy
+        return (loaded.route.proxy ?? ProxyConfig()).merged(over: scenarioLevel ?? ProxyConfig())
     }
 
     /// No route took the request: only now work out which came nearest, and why it missed, for the 404.
@@ -357,7 +393,13 @@ package final class Engine {
                 ])))
             }
             let decision: Decision
-            if step.resource != nil, case .fault = chaos.outcomes[pick], let (script, record) = resourceStep(
+            if step.proxy, case .fault(let spec) = chaos.outcomes[pick], spec.name.usesResponse {
+                // The upstream's answer, broken by chaos's fault.
+                decision = routeDecision(loaded, step: nil, script: ResponseScript(steps: [], status: nil, keepAlive: true))
+                decision.proxy = ProxyPlan(
+                    config: proxyConfig(loaded), step: step, request: input.request, seed: state.random.next(),
+                    extraHeaders: extraHeaders)
+            } else if step.resource != nil, case .fault = chaos.outcomes[pick], let (script, record) = resourceStep(
                 step.resource!, step, scenarioIndex: loaded.scenarioIndex, input, parameters, now: now,
                 random: &state.random, extraHeaders: extraHeaders) {
                 // The resource's answer, broken by chaos's fault.
@@ -390,6 +432,18 @@ package final class Engine {
         }
         let stepIndex = loaded.stepEnds.firstIndex(where: { position < $0 }) ?? loaded.stepEnds.count - 1
         let prepared = loaded.prepared[stepIndex]
+        if prepared.step.proxy {
+            // Forwarded; the step's delay, drip, headers and fault wait for the upstream's answer. An idempotency
+            // key is not stored for it (the upstream's own idempotency decides): the key is free again.
+            if let idempotencyKey { policy.idempotency[loaded.id]?.abandon(scope: loaded.id, key: idempotencyKey) }
+            if !prepared.step.effects.isEmpty { apply(prepared.step.effects, now: now) }
+            let decision = routeDecision(
+                loaded, step: stepIndex, script: ResponseScript(steps: [], status: nil, keepAlive: true))
+            decision.proxy = ProxyPlan(
+                config: proxyConfig(loaded), step: prepared.step, request: input.request, seed: state.random.next(),
+                extraHeaders: extraHeaders)
+            return decision
+        }
         let plan: ResponseScript
         var resourceRecord: ResourceRecord?
         if let spec = prepared.step.websocket {

@@ -86,9 +86,7 @@ enum ResponsePlanner {
         random: inout SeededRandom, extraHeaders: [(name: String, value: String)], keepResponse: Bool
     ) -> ResponseScript {
         let step = prepared.step
-        var steps = waitSteps(step.delay, &random)
-        let isHead = request.method == "HEAD"
-        let keepAlive = request.head.clientWantsKeepAlive && !step.closeConnection
+        let waits = waitSteps(step.delay, &random)
 
         var resourceID: Int?
         let body = prepared.staticBody ?? renderBody(step.body, &context, &resourceID)
@@ -101,7 +99,22 @@ enum ResponsePlanner {
         } else {
             headers = PreparedStep.headers(step, rendered: nil)
         }
-        var response = HTTPResponse(status: step.status, headers: headers, body: body)
+        return respond(
+            HTTPResponse(status: step.status, headers: headers, body: body), step: step, after: waits, for: request,
+            random: &random, extraHeaders: extraHeaders, keepResponse: keepResponse)
+    }
+
+    /// The script that sends `response` as `step` says — after `waits`, with its drip, or broken by its fault —
+    /// whoever made the response: a scripted step's rendering, or an upstream's answer to a `proxy` step
+    /// (`ProxyPlan`, ARCHITECTURE §4d).
+    static func respond(
+        _ response: HTTPResponse, step: ResponseStep, after waits: [ScriptStep], for request: HTTPRequest,
+        random: inout SeededRandom, extraHeaders: [(name: String, value: String)], keepResponse: Bool
+    ) -> ResponseScript {
+        var steps = waits
+        let isHead = request.method == "HEAD"
+        let keepAlive = request.head.clientWantsKeepAlive && !step.closeConnection
+        var response = response
         for field in extraHeaders { response.headers.append(name: field.name, value: field.value) }
         let nominal = keepResponse ? response : nil
         if keepAlive && request.head.version == .http1_0 {

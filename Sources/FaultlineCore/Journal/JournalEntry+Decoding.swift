@@ -38,6 +38,7 @@ extension JournalEntry {
         scenario = string(json["scenario"])
         scenarioVersion = int(json["scenarioVersion"])
         if let record = json["resource"], record != .null { resource = ResourceRecord(json: record) }
+        if let record = json["proxy"], record != .null { proxy = ProxyRecord(json: record) }
         if let record = json["websocket"], record != .null {
             websocket = WebSocketRecord(json: record, start: receivedAtMonotonicNanos)
         }

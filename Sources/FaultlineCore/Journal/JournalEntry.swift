@@ -70,6 +70,7 @@ public struct JournalEntry: Sendable {
         var http2: HTTP2ConnectionSummary? = nil
         var resource: ResourceRecord? = nil
         var websocket: WebSocketRecord? = nil
+        var proxy: ProxyRecord? = nil
     }
 
     private final class Storage: @unchecked Sendable {
@@ -240,6 +241,11 @@ public struct JournalEntry: Sendable {
         get { storage.fields.websocket }
         set { unique.fields.websocket = newValue }
     }
+    /// A request forwarded to the upstream: where, what came back, timings, reuse, failure, what a fault changed.
+    public var proxy: ProxyRecord? {
+        get { storage.fields.proxy }
+        set { unique.fields.proxy = newValue }
+    }
     /// The journal's `protocol`: `http/1.1`, `h2`, `h2c` (HTTP/2 without TLS), or `websocket` (an upgrade that
     /// was accepted).
     public var protocolName: String {
@@ -320,6 +326,7 @@ extension JournalEntry {
         members.append(("notes", .array(notes.map { .string($0.description) })))
         if let resource { members.append(("resource", resource.json())) }
         if let websocket { members.append(("websocket", websocket.json(since: receivedAtMonotonicNanos))) }
+        if let proxy { members.append(("proxy", proxy.json())) }
         if let unmatched {
             members.append(("nearest", .object([
                 ("route", unmatched.nearestRoute.map(JSONValue.string) ?? .null),

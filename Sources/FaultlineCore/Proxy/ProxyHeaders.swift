@@ -1,0 +1,106 @@
+/// The header rules of a forwarding proxy (RFC 9110 §7.6): hop-by-hop fields are not forwarded either way
+/// (§7.6.1: `Connection`, the fields it names, `Keep-Alive`, `TE`, `Transfer-Encoding`, `Upgrade`,
+/// `Proxy-*`), `Via` gains our hop (§7.6.3), `X-Forwarded-For` the client's address. Pure.
+package enum ProxyHeaders {
+    /// Our `Via` hop.
+    package static let via = "1.1 faultline"
+
+    /// Whether `name` is hop-by-hop in itself, or named by the message's `Connection` fields (`listed`, lower-cased).
+    package static func isHopByHop(_ name: String, listed: Set<String>) -> Bool {
+        let lower = name.lowercased()
+        switch lower {
+        case "connection", "keep-alive", "te", "transfer-encoding", "upgrade", "trailer", "proxy-connection":
+            return true
+        default:
+            return lower.hasPrefix("proxy-") || listed.contains(lower)
+        }
+    }
+
+    /// The field names a message's `Connection` fields list (lower-cased).
+    package static func connectionOptions(_ headers: HTTPHeaders) -> Set<String> {
+        Set(headers.values("connection").flatMap { $0.split(separator: ",") }.map {
+            String($0).trimmingWhitespace().lowercased()
+        })
+    }
+
+    /// The request as the upstream receives it: `method target HTTP/1.1`, the client's end-to-end fields, `Host`
+    /// as configured, `Via`, `X-Forwarded-For`, `X-Forwarded-Proto`, and `Content-Length` for the body (which the
+    /// server has read whole). HTTP/2's pseudo-header fields become the request line and `Host`.
+    package static func upstreamRequest(
+        _ request: HTTPRequest, upstream: UpstreamURL, host: HostRewrite, client: String, clientTLS: Bool
+    ) -> [UInt8] {
+        let headers = request.headers
+        let listed = connectionOptions(headers)
+        var clientHost = headers["host"] ?? headers[":authority"]
+        var out: [UInt8] = []
+        out.reserveCapacity(256 + headers.count * 32 + request.body.count)
+        let target = request.target.hasPrefix("/") ? upstream.basePath + request.target
+            : request.target == "*" ? "*" : upstream.basePath + "/" + request.target
+        out.append(contentsOf: "\(request.method) \(target) HTTP/1.1\r\n".utf8)
+        let hostValue: String
+        switch host {
+        case .upstream: hostValue = upstream.authority
+        case .client: hostValue = clientHost ?? upstream.authority
+        case .value(let text): hostValue = text
+        }
+        out.append(contentsOf: "Host: \(hostValue)\r\n".utf8)
+        var forwardedFor: String?
+        var via: String?
+        for field in headers {
+            let lower = field.name.lowercased()
+            if lower.hasPrefix(":") || lower == "host" || lower == "content-length" || lower == "expect"
+                || isHopByHop(lower, listed: listed) { continue }
+            if lower == "x-forwarded-for" {
+                forwardedFor = forwardedFor.map { $0 + ", " + field.value } ?? field.value
+                continue
+            }
+            if lower == "via" {
+                via = via.map { $0 + ", " + field.value } ?? field.value
+                continue
+            }
+            append(field.name, field.value, to: &out)
+        }
+        append("Via", via.map { $0 + ", " + Self.via } ?? Self.via, to: &out)
+        append("X-Forwarded-For", forwardedFor.map { $0 + ", " + client } ?? client, to: &out)
+        append("X-Forwarded-Proto", clientTLS ? "https" : "http", to: &out)
+        if let original = clientHost, host != .client { append("X-Forwarded-Host", original, to: &out) }
+        clientHost = nil
+        // The body was read whole (chunked or not): Content-Length frames it. A bodyless GET sends none.
+        if !request.body.isEmpty || ["POST", "PUT", "PATCH"].contains(request.method) {
+            append("Content-Length", String(request.body.count), to: &out)
+        }
+        out.append(contentsOf: "\r\n".utf8)
+        out.append(contentsOf: request.body)
+        return out
+    }
+
+    private static func append(_ name: String, _ value: String, to out: inout [UInt8]) {
+        out.append(contentsOf: name.utf8)
+        out.append(contentsOf: ": ".utf8)
+        out.append(contentsOf: value.utf8)
+        out.append(contentsOf: "\r\n".utf8)
+    }
+
+    /// The upstream's fields as the client receives them: end-to-end fields only, `Via` with our hop. The
+    /// framing fields go too — the body was read whole and our codec frames it again (`Content-Length` for
+    /// HTTP/1.1, DATA frames for HTTP/2) — except where the length describes a body that is not sent (a HEAD's,
+    /// a 304's), which is kept as the upstream gave it.
+    package static func clientResponse(_ response: UpstreamResponse, requestMethod: String) -> HTTPHeaders {
+        let listed = connectionOptions(response.headers)
+        let keepLength = requestMethod == "HEAD" || response.status == 304
+        var headers = HTTPHeaders()
+        var via: String?
+        for field in response.headers {
+            let lower = field.name.lowercased()
+            if isHopByHop(lower, listed: listed) { continue }
+            if lower == "content-length" && !keepLength { continue }
+            if lower == "via" {
+                via = via.map { $0 + ", " + field.value } ?? field.value
+                continue
+            }
+            headers.append(name: field.name, value: field.value)
+        }
+        headers.append(name: "Via", value: via.map { $0 + ", " + Self.via } ?? Self.via)
+        return headers
+    }
+}

@@ -1,0 +1,130 @@
+/// Why a forwarded request got no usable response: the journal's `proxy.failure` and the 502/504's reason.
+package enum UpstreamFailureKind: String, Sendable, Equatable {
+    /// The connection was refused or could not be made (ECONNREFUSED, no route, …).
+    case refused
+    /// The upstream reset or closed the connection before the response was complete.
+    case reset
+    /// The upstream's bytes are not an HTTP/1.1 response.
+    case badResponse = "bad-response"
+    /// The TLS handshake failed (certificate not trusted, wrong host name, protocol error).
+    case tls
+    /// Connecting, or the response, took longer than the configured timeout: 504.
+    case timeout
+    /// The response is larger than `maxResponseBytes`.
+    case tooLarge = "too-large"
+    /// The upstream's host name could not be resolved.
+    case resolve
+    /// No upstream is configured for the request (a proxy step with no `upstream` anywhere).
+    case noUpstream = "no-upstream"
+
+    /// 504 for a timeout (RFC 9110 §15.6.5), 502 for everything else (§15.6.3).
+    package var status: Int { self == .timeout ? 504 : 502 }
+}
+
+/// The engine's decision to forward a request (ARCHITECTURE §4d): "forward, then apply this step's delay, drip,
+/// headers and fault to whatever comes back". The Dispatcher sends `requestBytes` upstream through the pool and,
+/// when the response is read whole, asks `script(for:)` for the script — built by the same `ResponsePlanner`
+/// code a scripted step uses. Loop thread only.
+package final class ProxyPlan {
+    /// The resolved settings: the route's over its scenario's over the command line's.
+    package let config: ProxyConfig
+    /// The `proxy` step; nil for a request no route took (forwarded as it is).
+    package let step: ResponseStep?
+    package let request: HTTPRequest
+    @exclusivity(unchecked) private var random: SeededRandom
+    private let extraHeaders: [(name: String, value: String)]
+    /// The connection policy's verdict on this response (`Engine.decide`).
+    @exclusivity(unchecked) package var policyClose: PolicyClose?
+    @exclusivity(unchecked) package var idleCloseMilliseconds: Int?
+
+    package init(
+        config: ProxyConfig, step: ResponseStep?, request: HTTPRequest, seed: UInt64,
+        extraHeaders: [(name: String, value: String)]
+    ) {
+        self.config = config
+        self.step = step
+        self.request = request
+        random = SeededRandom(seed: seed)
+        self.extraHeaders = extraHeaders
+    }
+
+    /// The URL the request goes to, for the journal and the error bodies.
+    package var upstreamURL: String {
+        guard let upstream = config.upstream else { return "(no upstream)" }
+        return upstream.origin + upstream.basePath + (request.target.hasPrefix("/") ? request.target : "/" + request.target)
+    }
+
+    /// The request as the upstream receives it (`ProxyHeaders.upstreamRequest`).
+    package func requestBytes(client: String, clientTLS: Bool) -> [UInt8] {
+        guard let upstream = config.upstream else { return [] }
+        return ProxyHeaders.upstreamRequest(
+            request, upstream: upstream, host: config.host ?? .upstream, client: client, clientTLS: clientTLS)
+    }
+
+    /// The script for the upstream's `response`: its status, its end-to-end fields (the step's headers replace
+    /// fields of the same name) and its body, sent after the step's delay, dripped or broken as the step says.
+    /// `record` learns what that changed.
+    package func script(for response: UpstreamResponse, record: inout ProxyRecord) -> ResponseScript {
+        record.upstreamStatus = response.status
+        record.upstreamBytes = response.body.count
+        var step = self.step ?? ResponseStep()
+        step.status = response.status
+        var http = HTTPResponse(
+            status: response.status, headers: ProxyHeaders.clientResponse(response, requestMethod: request.method),
+            body: response.body)
+        for field in step.headers { http.headers.set(name: field.name, value: field.value) }
+        if !step.headers.isEmpty { record.changed.append("headers set: " + step.headers.map(\.name).joined(separator: ", ")) }
+        let waits = ResponsePlanner.waitSteps(step.delay, &random)
+        var script = ResponsePlanner.respond(
+            http, step: step, after: waits, for: request, random: &random, extraHeaders: extraHeaders,
+            keepResponse: false)
+        script.response = nil
+        let waited = waits.reduce(0) { if case .wait(let ms) = $1 { $0 + ms } else { $0 } }
+        if waited > 0 { record.changed.append("delay \(waited) ms") }
+        if let drip = step.drip {
+            record.changed.append("chunked: \(drip.size) bytes every \(drip.intervalMilliseconds) ms")
+        }
+        if let fault = step.fault {
+            var sent = 0
+            for case .body(let bytes) in script.steps { sent += bytes.count }
+            var words = "\(fault.name.rawValue): "
+            if let status = script.status, status != response.status {
+                words += "status \(response.status) replaced with \(status), "
+            } else if script.status == nil {
+                words += "no head sent, "
+            }
+            words += sent == response.body.count ? "\(sent) body bytes sent" : "\(sent) of \(response.body.count) body bytes sent"
+            record.changed.append(words)
+        }
+        applyConnectionPolicy(&script, record: &record)
+        return script
+    }
+
+    /// 502 (504 for a timeout) with a JSON body saying why: what a gateway answers when its upstream fails.
+    package func failureScript(_ kind: UpstreamFailureKind, _ reason: String, record: inout ProxyRecord) -> ResponseScript {
+        record.failure = kind.rawValue
+        record.error = reason
+        let status = kind.status
+        let body: JSONValue = .object([
+            ("error", .string(HTTPStatus.reasonPhrase(status))),
+            ("status", .int(status)),
+            ("upstream", .string(upstreamURL)),
+            ("failure", .string(kind.rawValue)),
+            ("reason", .string(reason)),
+        ])
+        var script = ResponseScript.simple(for: request, response: .json(status, body))
+        applyConnectionPolicy(&script, record: &record)
+        return script
+    }
+
+    private func applyConnectionPolicy(_ script: inout ResponseScript, record: inout ProxyRecord) {
+        guard script.keepAlive else { return }
+        if policyClose == .maxRequests {
+            script.steps.append(.abortConnection(.close))
+            script.keepAlive = false
+            script.policyClose = .maxRequests
+        } else {
+            script.idleCloseMilliseconds = idleCloseMilliseconds
+        }
+    }
+}
