@@ -36,6 +36,7 @@ final class AdminAPI {
         ("GET", "/__faultline/resources", "every resource's instances: version, ETag, Last-Modified, size"),
         ("POST", "/__faultline/resources/change", "a new version of a resource (or one instance, or delete it) behind the client's back"),
         ("POST", "/__faultline/shutdown", "stop the server after answering"),
+        ("POST", "/__faultline/record/stop", "faultline record: write the recording now, then stop"),
         ("GET", "/__faultline/openapi.json", "this API described in OpenAPI 3.1 (docs/openapi.json)"),
     ]
 
@@ -54,7 +55,7 @@ final class AdminAPI {
         case "scenarios": methods = ["GET", "POST"]
         case "scenarios/reset", "scenarios/reload", "shutdown", "auth/expire": methods = ["POST"]
         case "state", "report", "openapi.json", "resources": methods = ["GET"]
-        case "resources/change": methods = ["POST"]
+        case "resources/change", "record/stop": methods = ["POST"]
         default:
             respond(404, .object([
                 ("error", .string("no admin endpoint \(request.path)")),
@@ -181,6 +182,18 @@ final class AdminAPI {
             reply(ResponseScript.simple(for: request, response: document), nil)
         case ("POST", "shutdown"):
             respond(202, .object([("stopping", .bool(true))]), after: { [core] in core.stop() })
+        case ("POST", "record/stop"):
+            switch core.proxy.writeRecording() {
+            case nil:
+                respond(409, .object([
+                    ("error", .string("this server is not recording")),
+                    ("hint", .string("start it with faultline record --upstream URL --output DIR")),
+                ]))
+            case .failure(let failure)?:
+                respond(500, .object([("error", .string(failure.description))]))
+            case .success(let summary)?:
+                respond(200, summary.json(), after: { [core] in core.stop() })
+            }
         default:
             respond(405, .object([("error", .string("\(request.method) is not allowed on \(request.path)"))]))
         }

@@ -10,6 +10,8 @@ package enum CommandLineRequest: Equatable, Sendable {
     case export(ExportOptions)
     /// Use the local certificate authority: export its certificate, issue a client certificate, print pins.
     case ca(CAOptions)
+    /// Proxy to an upstream and write what went by as a scenario (`faultline record`).
+    case record(RecordOptions)
     case help(topic: String?)
     case version
 }
@@ -37,6 +39,37 @@ package struct ServeOptions: Equatable, Sendable {
     package var proxy: ProxyConfig?
 
     package init() {}
+}
+
+/// Options of `faultline record`.
+package struct RecordOptions: Equatable, Sendable {
+    package var upstream: UpstreamURL
+    /// The folder the scenario is written into.
+    package var output: String
+    package var host = "127.0.0.1"
+    package var port = 0
+    package var portFile: String?
+    /// The upstream's latency as each step's `delayMs`.
+    package var delays = false
+    package var redactHeaders: [String] = []
+    package var redactFields: [String] = []
+    package var caFile: String?
+    /// The scenario's name, and its file's (`NAME.json`).
+    package var name = "recording"
+    package var requestLog: RequestLogFormat? = .text
+
+    package init(upstream: UpstreamURL, output: String) {
+        self.upstream = upstream
+        self.output = output
+    }
+}
+
+/// `record` while parsing.
+struct RecordParse {
+    var upstream: UpstreamURL?
+    var output: String?
+    var options = RecordOptions(upstream: UpstreamURL(secure: false, host: "", port: 80), output: "")
+    var quiet = false
 }
 
 /// Options of `faultline export`.
@@ -342,6 +375,52 @@ package enum FaultlineCommandLine {
         ],
         positional: { parse, path in parse.options.paths.append(path) })
 
+    static let record = CommandSpec<RecordParse>(
+        name: "record",
+        summary: """
+            Proxy every request to --upstream and, on SIGINT, SIGTERM or POST /__faultline/record/stop, write what \
+            went by into --output as a scenario (NAME.json, large bodies beside it): one route per distinct \
+            request, ids in paths as {param}s, the responses as steps in order. Authorization, Cookie, Set-Cookie \
+            and Proxy-Authorization values are written as REDACTED.
+            """,
+        positionals: nil, positionalsOptional: true,
+        options: [
+            OptionSpec(["--upstream"], value: "URL", required: true, "the server to record (http:// or https://)") {
+                (parse: inout RecordParse, text: String) throws(CommandLineError) in
+                parse.upstream = try proxyConfig("record", text, over: nil).upstream
+            },
+            OptionSpec(["--output", "-o"], value: "DIR", required: true, "the folder the scenario is written into") {
+                $0.output = $1
+            },
+            OptionSpec(["--host"], value: "H", "interface to bind (default 127.0.0.1)") { $0.options.host = $1 },
+            OptionSpec(["--port", "-p"], value: "N", "port to bind (default 0: a free port, printed on the first line)") {
+                (parse: inout RecordParse, text: String) throws(CommandLineError) in
+                parse.options.port = try integer("record", "--port", text, 0...65535)
+            },
+            OptionSpec(["--port-file"], value: "F", "also write the bound port to F") { $0.options.portFile = $1 },
+            OptionSpec(["--delays"], "write the upstream's latency as each step's delayMs") { parse, _ in
+                parse.options.delays = true
+            },
+            OptionSpec(["--redact-header"], value: "NAME", "also write this response header's value as REDACTED (repeatable)") {
+                $0.options.redactHeaders.append($1)
+            },
+            OptionSpec(["--redact-field"], value: "NAME", "write this JSON member's value as REDACTED, at any depth (repeatable)") {
+                $0.options.redactFields.append($1)
+            },
+            OptionSpec(["--proxy-ca-file"], value: "F", "trust the CA certificates in F (PEM) for an https upstream") {
+                $0.options.caFile = $1
+            },
+            OptionSpec(["--name"], value: "NAME", "the scenario's name and file name (default recording)") {
+                (parse: inout RecordParse, text: String) throws(CommandLineError) in
+                guard !text.isEmpty, !text.hasPrefix("."), !text.contains("/") else {
+                    throw CommandLineError(message: "record: --name must be a plain file name, got \"\(text)\"")
+                }
+                parse.options.name = text
+            },
+            OptionSpec(["--quiet", "-q"], "no per-request log") { parse, _ in parse.quiet = true },
+        ],
+        positional: { _, _ in })
+
     static let validate = CommandSpec<[String]>(
         name: "validate",
         summary: "Check scenario files; print every problem with file, JSON path and message.",
@@ -431,19 +510,22 @@ package enum FaultlineCommandLine {
             text.count < width ? text + String(repeating: " ", count: width - text.count) : text + "  "
         }
         var text = ["faultline \(Faultline.version) — a fault-injecting stub HTTP/1.1 and HTTP/2 server", "", "USAGE"]
-        for command in [serve.synopsis, validate.synopsis, verify.synopsis, export.synopsis, ca.synopsis] {
+        for command in [serve.synopsis, record.synopsis, validate.synopsis, verify.synopsis, export.synopsis, ca.synopsis] {
             let words = command.split(separator: " ", maxSplits: 2).map(String.init)
             text += wrap("  \(words[0]) \(words[1]) ", words.count > 2 ? words[2] : "", indent: 18)
         }
         text.append("  faultline --help | --version")
         text.append("")
-        let summaries = [(serve.name, serve.summary), (validate.name, validate.summary), (verify.name, verify.summary),
+        let summaries = [(serve.name, serve.summary), (record.name, record.summary), (validate.name, validate.summary),
+                         (verify.name, verify.summary),
                          (export.name, export.summary), (ca.name, ca.summary)]
         for (name, summary) in summaries {
             text += wrap("  " + padded(name, 11), summary, indent: 13)
         }
         text += ["", "OPTIONS"]
         let options = serve.options.map { ($0.names, $0.value, $0.help) }
+            + record.options.filter { !["--host", "--port", "--port-file", "--quiet", "--output", "--proxy-ca-file"].contains($0.names[0]) }
+                .map { ($0.names, $0.value, $0.help) }
             + export.options.map { ($0.names, $0.value, $0.help) }
             + ca.options.map { ($0.names, $0.value, $0.help) }
         for (names, value, help) in options {
@@ -483,6 +565,20 @@ package enum FaultlineCommandLine {
                 parse.options.proxy?.caFile = caFile
             }
             return .serve(parse.options)
+        case "record":
+            var parse = RecordParse()
+            guard try record.parse(rest, into: &parse) else { return .help(topic: "record") }
+            guard let upstream = parse.upstream, let output = parse.output else {
+                throw CommandLineError(message: "record: give --upstream URL and --output DIR")
+            }
+            var options = parse.options
+            options.upstream = upstream
+            options.output = output
+            options.requestLog = parse.quiet ? nil : .text
+            if options.caFile != nil, !upstream.secure {
+                throw CommandLineError(message: "record: --proxy-ca-file goes with an https:// --upstream")
+            }
+            return .record(options)
         case "validate":
             var paths: [String] = []
             guard try validate.parse(rest, into: &paths) else { return .help(topic: "validate") }
@@ -508,7 +604,7 @@ package enum FaultlineCommandLine {
             return .ca(try caOptions(parse))
         default:
             throw CommandLineError(
-                message: "unknown command \"\(command)\"; try serve, validate, verify, export, ca, --help or --version")
+                message: "unknown command \"\(command)\"; try serve, record, validate, verify, export, ca, --help or --version")
         }
     }
 

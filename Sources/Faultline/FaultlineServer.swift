@@ -46,6 +46,9 @@ public final class FaultlineServer: Sendable {
         /// `serve --proxy URL`: forward to this upstream whatever no route takes, and the `proxy` steps of
         /// scenarios that name no upstream of their own (ARCHITECTURE §4d).
         public var proxy: ProxyConfig?
+        /// `faultline record`: keep every proxied exchange and write them as a scenario when the server stops
+        /// (or on `POST /__faultline/record/stop`).
+        package var recording: RecordingConfiguration?
 
         public init(
             host: String = "127.0.0.1", port: Int = 0, scenarios: [Scenario] = [], journalCapacity: Int = 10_000,

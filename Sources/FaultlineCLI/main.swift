@@ -55,6 +55,51 @@ case .export(let options):
     finish(await RemoteCommands.export(options))
 case .ca(let options):
     finish(CACommand.run(options))
+case .record(let options):
+    var configuration = FaultlineServer.Configuration(host: options.host, port: options.port, scenarios: [])
+    configuration.requestLog = options.requestLog
+    var proxy = ProxyConfig(upstream: options.upstream, unmatched: .forward, caFile: options.caFile)
+    proxy.verify = true
+    configuration.proxy = proxy
+    var recording = RecordingConfiguration(directory: options.output)
+    recording.options.name = options.name
+    recording.options.upstream = options.upstream.description
+    recording.options.delays = options.delays
+    recording.options.redactHeaders = options.redactHeaders
+    recording.options.redactFields = options.redactFields
+    recording.onWritten = { result in
+        switch result {
+        case .success(let summary):
+            FileHandle.standardError.write(Data(("faultline: recorded \(summary.exchanges) exchange(s) as "
+                + "\(summary.routes) route(s) in \(summary.file)"
+                + (summary.dropped > 0 ? " (\(summary.dropped) left out: the recording's memory bound)" : "") + "\n").utf8))
+        case .failure(let failure):
+            FileHandle.standardError.write(Data("faultline: \(failure)\n".utf8))
+        }
+    }
+    configuration.recording = recording
+    let server: FaultlineServer
+    do {
+        server = try FaultlineServer(configuration: configuration)
+    } catch {
+        fail(error.description, code: 2)
+    }
+    await server.stopOnSignals()
+    if let portFile = options.portFile {
+        let temporary = portFile + ".tmp-\(getpid())"
+        do {
+            try Data("\(server.port)\n".utf8).write(to: URL(fileURLWithPath: temporary))
+            guard rename(temporary, portFile) == 0 else { throw CocoaError(.fileWriteUnknown) }
+        } catch {
+            fail("cannot write port file \(portFile)", code: 2)
+        }
+    }
+    print("listening on \(server.baseURL.absoluteString)")
+    fflush(nil)
+    FileHandle.standardError.write(Data(
+        "faultline: recording \(options.upstream) into \(options.output); stop with Ctrl-C or POST /__faultline/record/stop\n".utf8))
+    await server.waitUntilStopped()
+    exit(0)
 case .serve(let options):
     let paths = options.paths.isEmpty ? ["scenarios"] : options.paths
     let scenarios: [Scenario]

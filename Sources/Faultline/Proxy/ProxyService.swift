@@ -10,8 +10,22 @@ final class ProxyService {
     /// `faultline record`: every proxied exchange that got a response.
     @exclusivity(unchecked) var recording: ProxyRecording?
 
+    /// Set once the recording has been written: a stop after `POST /record/stop` writes nothing again.
+    @exclusivity(unchecked) private var written: Result<RecordingSummary, RecordingFailure>?
+
     init(core: ServerCore) {
         self.core = core
+        if core.configuration.recording != nil { recording = ProxyRecording() }
+    }
+
+    /// Writes the recording (`faultline record`), once; nil when the server is not recording.
+    func writeRecording() -> Result<RecordingSummary, RecordingFailure>? {
+        if let written { return written }
+        guard let recording, let configuration = core.configuration.recording else { return nil }
+        let result = RecordingFile.write(recording, configuration)
+        written = result
+        configuration.onWritten?(result)
+        return result
     }
 
     /// Forwards `plan`'s request for the exchange journaled as `sequence`, and answers the exchange when the
@@ -66,7 +80,9 @@ final class ProxyService {
         exchange.respond(script)
     }
 
+    /// The server is stopping: upstream connections close, a recording is written.
     func stop() {
         pool.stop()
+        _ = writeRecording()
     }
 }
