@@ -38,6 +38,7 @@ public struct FaultlineRemote: FaultlineControl {
         ("POST", "/__faultline/auth/expire", "expireToken()"),
         ("GET", "/__faultline/resources", "resources()"),
         ("POST", "/__faultline/resources/change", "changeResource(_:)"),
+        ("POST", "/__faultline/record/stop", "stopRecording()"),
         ("POST", "/__faultline/shutdown", "shutdown()"),
         ("GET", "/__faultline/openapi.json", "openAPIDocument()"),
     ]
@@ -187,6 +188,10 @@ public struct FaultlineRemote: FaultlineControl {
     }
 
     // MARK: - The server
+
+    /// `POST /__faultline/record/stop` (`faultline record`): writes the recording, answers with where it went
+    /// (`file`, `routes`, `exchanges`, `dropped`), then the server stops.
+    public func stopRecording() async throws -> JSONValue { try await call("POST", "record/stop") }
 
     /// `POST /__faultline/shutdown`: the server stops after answering.
     public func shutdown() async throws { _ = try await call("POST", "shutdown") }

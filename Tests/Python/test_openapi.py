@@ -21,6 +21,8 @@ import requests
 import schemathesis
 from hypothesis import HealthCheck, settings
 
+from conftest import FaultlineProcess, faultline_binary
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SPEC_PATH = REPO_ROOT / "docs" / "openapi.json"
 
@@ -142,7 +144,7 @@ def cap_wait(case):
         case.query = query
 
 
-@schema.exclude(operation_id="shutdown").parametrize()
+@schema.exclude(operation_id=["shutdown", "stopRecording"]).parametrize()
 # One server per operation, shared by that operation's generated requests: on purpose (a server per request would
 # cost more than the requests), and each request stands alone, whatever an earlier one changed.
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -156,6 +158,21 @@ def test_shutdown_conforms_and_stops_the_server(faultline):
     case = schema["/__faultline/shutdown"]["POST"].Case()
     case.call_and_validate(base_url=faultline.url)
     assert faultline.wait_exit(timeout=10) == 0, faultline.stderr()
+
+
+def test_record_stop_conforms_and_stops_the_recorder(start_faultline, tmp_path):
+    """POST /record/stop exists on `faultline record` only (409 elsewhere): checked against a recorder."""
+    upstream = start_faultline()
+    recorder = FaultlineProcess([faultline_binary(), "record", "--upstream", upstream.url, "--output",
+                                 str(tmp_path / "recorded"), "--port", "0", "--quiet"], tmp_path / "recorder.stderr")
+    try:
+        recorder.wait_listening()
+        case = schema["/__faultline/record/stop"]["POST"].Case()
+        case.call_and_validate(base_url=recorder.url)
+        assert recorder.wait_exit(timeout=10) == 0, recorder.stderr()
+        assert (tmp_path / "recorded" / "recording.json").is_file()
+    finally:
+        recorder.stop()
 
 
 def test_openapi_json_is_docs_openapi_json_byte_for_byte(faultline, run_cli):
