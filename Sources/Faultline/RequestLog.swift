@@ -8,7 +8,8 @@ import FaultlineCore
 /// How the server logs each finished request on stderr.
 public enum RequestLogFormat: String, Sendable, CaseIterable {
     /// `16:02:11.104 #3 GET /v1/products/42 → 503 product[0] 0.2 ms completed`, coloured on a terminal; a resource's
-    /// request adds its decision (`→ 304 resource:doc not-modified`).
+    /// request adds its decision (`→ 304 resource:doc not-modified`), a proxied one the upstream's answer
+    /// (`proxy=200 reused 1.2ms`, or the failure: `proxy=timeout`).
     case text
     /// The journal entry's JSON, one per line.
     case json
@@ -113,6 +114,23 @@ final class RequestLog {
             // What the resource decided: `partial`, `not-modified`, `precondition-failed`, …
             line.append(0x20)
             line += resource.decision.rawValue.utf8
+        }
+        if let proxy = entry.proxy {
+            // Forwarded: `proxy=502 reused 1.2ms`, or the failure (`proxy=timeout`).
+            line += " proxy=".utf8
+            if let failure = proxy.failure {
+                line += failure.utf8
+            } else {
+                line += (proxy.upstreamStatus.map { String($0) } ?? "-").utf8
+                if proxy.reused { line += " reused".utf8 }
+                if let total = proxy.totalMilliseconds {
+                    line.append(0x20)
+                    line += String(Int(total * 10) / 10).utf8
+                    line.append(0x2E)
+                    line += String(Int(total * 10) % 10).utf8
+                    line += "ms".utf8
+                }
+            }
         }
         if let fault = entry.fault {
             line += " fault=".utf8

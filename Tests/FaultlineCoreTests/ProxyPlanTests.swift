@@ -1,0 +1,128 @@
+import Testing
+@testable import FaultlineCore
+
+/// The engine's forwarding decisions and the scripts built from an upstream's answer, without sockets: proxy
+/// steps, unmatched requests, policies in front, faults and delays from the planner, the header rules, and the
+/// loader's checks of proxy configuration.
+@Suite struct ProxyPlanTests {
+    static let upstream = #"{"upstream": "http://127.0.0.1:9/base"}"#
+
+    static func engine(_ json: String) throws -> Engine {
+        Engine(scenarios: [try ScenarioTestSupport.load(json)])
+    }
+
+    static func request(_ target: String, method: String = "GET", headers: [(String, String)] = [("Host", "client.test")],
+                        body: String = "") -> HTTPRequest {
+        HTTPRequest(
+            head: HTTPRequestHead(method: method, target: target, version: .http1_1,
+                                  headers: HTTPHeaders(headers.map { (name: $0.0, value: $0.1) })),
+            body: Array(body.utf8))
+    }
+
+    static let answer = UpstreamResponse(
+        status: 200, headers: HTTPHeaders([("Content-Type", "application/json"), ("Content-Length", "27"),
+                                           ("Connection", "keep-alive, X-Hop"), ("X-Hop", "1"), ("Keep-Alive", "timeout=5")]),
+        body: Array(#"{"id":"1","name":"gadget"}"#.utf8))
+
+    @Test func proxyStepsForwardAndTheirFaultsBreakTheUpstreamsAnswer() throws {
+        let engine = try Self.engine("""
+            {"name": "p", "proxy": \(Self.upstream), "routes": [{"id": "item", "match": {"path": "/item"},
+             "responses": [{"status": 503, "headers": {"Retry-After": "1"}, "times": 2},
+                           {"proxy": true, "fault": {"type": "truncate-body", "bytes": 5}, "headers": {"X-Step": "yes"}},
+                           {"proxy": true, "delayMs": 30}]}]}
+            """)
+        for _ in 0..<2 {
+            let scripted = engine.decide(Self.request("/item"), requestID: 1)
+            #expect(scripted.proxy == nil && scripted.script.status == 503)
+        }
+        let broken = try #require(engine.decide(Self.request("/item"), requestID: 3).proxy)
+        var record = ProxyRecord(upstream: broken.upstreamURL)
+        #expect(broken.upstreamURL == "http://127.0.0.1:9/base/item")
+        let script = broken.script(for: Self.answer, record: &record)
+        #expect(script.fault == "truncate-body" && !script.keepAlive)
+        let bytes = String(decoding: HTTP1Renderer.bytes(script), as: UTF8.self)
+        #expect(bytes.hasPrefix("HTTP/1.1 200 OK\r\n"))
+        #expect(bytes.contains("Content-Length: 26\r\n") && bytes.contains("X-Step: yes\r\n") && bytes.contains("Via: 1.1 faultline\r\n"))
+        #expect(!bytes.contains("X-Hop") && !bytes.contains("Keep-Alive") && !bytes.contains("keep-alive"))
+        #expect(bytes.hasSuffix("\r\n\r\n{\"id\""))
+        #expect(record.changed == ["headers set: X-Step", "truncate-body: 5 of 26 body bytes sent"])
+
+        let slow = try #require(engine.decide(Self.request("/item"), requestID: 4).proxy)
+        var slowRecord = ProxyRecord(upstream: slow.upstreamURL)
+        let delayed = slow.script(for: Self.answer, record: &slowRecord)
+        #expect(delayed.steps.first == .wait(milliseconds: 30))
+        #expect(slowRecord.changed == ["delay 30 ms"])
+    }
+
+    @Test func unmatchedRequestsForwardOrGet404() throws {
+        let forwarding = try Self.engine(#"{"name": "p", "proxy": \#(Self.upstream), "routes": [{"id": "a", "match": {"path": "/a"}, "responses": [{"status": 200}]}]}"#)
+        let forwarded = forwarding.decide(Self.request("/elsewhere?x=1"), requestID: 1)
+        #expect(forwarded.proxy?.step == nil && forwarded.route == nil)
+        #expect(forwarding.decide(Self.request("/a"), requestID: 2).proxy == nil)
+        let refusing = try Self.engine(#"{"name": "p", "proxy": {"upstream": "http://127.0.0.1:9", "unmatched": "404"}, "routes": [{"id": "a", "match": {"path": "/a"}, "responses": [{"status": 200}]}]}"#)
+        let refused = refusing.decide(Self.request("/elsewhere"), requestID: 1)
+        #expect(refused.proxy == nil && refused.script.status == 404)
+        // serve --proxy alone: a scenario without a proxy section still forwards what no route takes.
+        let plain = try Self.engine(#"{"name": "p", "routes": [{"id": "a", "match": {"path": "/a"}, "responses": [{"status": 200}]}]}"#)
+        #expect(plain.decide(Self.request("/b"), requestID: 1).proxy == nil)
+        plain.defaultProxy = ProxyConfig(upstream: UpstreamURL(secure: false, host: "127.0.0.1", port: 9))
+        #expect(plain.decide(Self.request("/b"), requestID: 2).proxy != nil)
+    }
+
+    @Test func authAnswersBeforeTheProxy() throws {
+        let engine = try Self.engine("""
+            {"name": "p", "proxy": \(Self.upstream),
+             "auth": {"protect": ["/"], "tokenPath": "/token"},
+             "routes": [{"id": "all", "match": {"pathPrefix": "/"}, "proxy": {}}]}
+            """)
+        let refused = engine.decide(Self.request("/private"), requestID: 1)
+        #expect(refused.proxy == nil && refused.script.status == 401)
+    }
+
+    @Test func theUpstreamRequestFollowsTheProxyRules() throws {
+        let request = Self.request("/orders?x=1", method: "POST", headers: [
+            ("Host", "client.test"), ("Connection", "keep-alive, X-Private"), ("X-Private", "no"), ("TE", "trailers"),
+            ("Proxy-Authorization", "Basic x"), ("Upgrade", "h2c"), ("X-Forwarded-For", "10.0.0.1"),
+            ("Content-Type", "application/json"), ("Transfer-Encoding", "chunked"),
+        ], body: "{}")
+        let url = UpstreamURL(secure: true, host: "api.test", port: 8443, basePath: "/v2")
+        let bytes = String(decoding: ProxyHeaders.upstreamRequest(
+            request, upstream: url, host: .upstream, client: "127.0.0.1", clientTLS: false), as: UTF8.self)
+        #expect(bytes.hasPrefix("POST /v2/orders?x=1 HTTP/1.1\r\nHost: api.test:8443\r\n"))
+        for gone in ["X-Private", "TE:", "Proxy-Authorization", "Upgrade", "Transfer-Encoding", "Connection"] {
+            #expect(!bytes.contains(gone), "\(gone) was forwarded: \(bytes)")
+        }
+        #expect(bytes.contains("X-Forwarded-For: 10.0.0.1, 127.0.0.1\r\n") && bytes.contains("Via: 1.1 faultline\r\n"))
+        #expect(bytes.contains("X-Forwarded-Host: client.test\r\n") && bytes.hasSuffix("Content-Length: 2\r\n\r\n{}"))
+        let kept = String(decoding: ProxyHeaders.upstreamRequest(
+            request, upstream: url, host: .client, client: "127.0.0.1", clientTLS: true), as: UTF8.self)
+        #expect(kept.contains("Host: client.test\r\n") && kept.contains("X-Forwarded-Proto: https\r\n"))
+    }
+
+    @Test func failuresAre502Or504WithTheReason() throws {
+        let plan = ProxyPlan(
+            config: ProxyConfig(upstream: UpstreamURL(secure: false, host: "127.0.0.1", port: 9)), step: nil,
+            request: Self.request("/x"), seed: 0, extraHeaders: [])
+        var record = ProxyRecord(upstream: plan.upstreamURL)
+        let timeout = plan.failureScript(.timeout, "no response within 100 ms", record: &record)
+        #expect(timeout.status == 504 && record.failure == "timeout")
+        let text = String(decoding: HTTP1Renderer.bytes(timeout), as: UTF8.self)
+        #expect(text.contains(#""failure":"timeout""#) && text.contains("no response within 100 ms"))
+        #expect(plan.failureScript(.reset, "reset", record: &record).status == 502)
+    }
+
+    @Test func theLoaderChecksProxyConfiguration() {
+        let route = #""routes": [{"id": "r", "match": {"path": "/r"}, "responses": [STEP]}]"#
+        func errors(_ proxy: String, step: String = #"{"proxy": true}"#) -> [String] {
+            ScenarioTestSupport.errors(#"{"name": "p", "proxy": \#(proxy), \#(route.replacingOccurrences(of: "STEP", with: step))}"#)
+        }
+        #expect(errors(#"{"upstream": "ftp://x"}"#) == ["proxy.upstream: ftp://x is not an http:// or https:// URL"])
+        #expect(errors(#"{"upstraem": "http://x"}"#).contains("proxy: unknown key \"upstraem\"; did you mean \"upstream\"?"))
+        #expect(errors(#"{"upstream": "http://x", "unmatched": "forwrd"}"#)
+            == [#"proxy.unmatched: unknown value "forwrd"; did you mean "forward"?"#])
+        #expect(errors(#"{"upstream": "http://x", "caFile": "/nonexistent.pem"}"#).count == 2)
+        #expect(errors(Self.upstream, step: #"{"proxy": true, "status": 201}"#).first?.hasPrefix("routes[0].responses[0].status: a proxy step takes no \"status\"") == true)
+        #expect(errors(Self.upstream, step: #"{"proxy": true, "fault": "reset"}"#).first?.contains("commit-then-reset") == true)
+        #expect(errors(Self.upstream, step: #"{"proxy": true, "fault": "truncate-body", "delayMs": 5}"#).isEmpty)
+    }
+}
