@@ -17,7 +17,10 @@
 #   DURATION=10s CONNECTIONS=50 THREADS=1 ROUNDS=5 PIN=0 H2_CONNECTIONS=50 H2_STREAMS=10 scripts/bench.sh
 # A download row: GET of a 1 MiB body, keep-alive — a generated resource streamed by Faultline, the same bytes as a
 # static file with sendfile for nginx (what a real server would use), DOWNLOAD_CONNECTIONS connections.
-# ROWS="h2 h2c" runs only those rows (names: plain https handshake h2 h2c download; default all).
+# A proxy row: GET /item through a reverse proxy to an upstream (a second nginx, one worker, serving the same body):
+# nginx's proxy_pass with a keepalive upstream pool against Faultline's `serve --proxy` (unmatched requests
+# forwarded, journal on). When pinned, the upstream shares the client's core, so each proxy has core 0 to itself.
+# ROWS="h2 h2c" runs only those rows (names: plain https handshake h2 h2c download proxy; default all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration="${DURATION:-10s}"
@@ -26,7 +29,7 @@ threads="${THREADS:-1}"
 rounds="${ROUNDS:-5}"
 h2_connections="${H2_CONNECTIONS:-50}"
 h2_streams="${H2_STREAMS:-10}"
-rows="${ROWS:-plain https handshake h2 h2c download}"
+rows="${ROWS:-plain https handshake h2 h2c download proxy}"
 download_connections="${DOWNLOAD_CONNECTIONS:-10}"
 binary="${FAULTLINE:-.build/release/faultline}"
 pin="${PIN:-0}"
@@ -41,6 +44,8 @@ body='{"id":"1","name":"widget","price":9.99}'
 cleanup() {
     [ -n "${faultline_pid:-}" ] && kill "$faultline_pid" 2>/dev/null || true
     [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+    [ -n "${proxy_pid:-}" ] && kill "$proxy_pid" 2>/dev/null || true
+    [ -f "$work/upstream.pid" ] && kill "$(cat "$work/upstream.pid")" 2>/dev/null || true
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -55,6 +60,8 @@ nginx_port=$(free_port)
 nginx_tls_port=$(free_port)
 nginx_h2_port=$(free_port)
 nginx_h2c_port=$(free_port)
+nginx_proxy_port=$(free_port)
+upstream_port=$(free_port)
 mkdir -p "$work/nginx"
 cat > "$work/nginx.conf" <<NGINX
 worker_processes 1;
@@ -92,8 +99,34 @@ http {
         listen 127.0.0.1:$nginx_h2c_port http2;
         location /item { default_type application/json; return 200 '$body'; }
     }
+    # The proxy row: proxy_pass to the upstream nginx, HTTP/1.1 with a pool of kept-alive connections.
+    upstream backend { server 127.0.0.1:$upstream_port; keepalive 64; }
+    server {
+        listen 127.0.0.1:$nginx_proxy_port;
+        location /item { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection ""; }
+    }
 }
 NGINX
+# The upstream both proxies forward to: another nginx, one worker, the same body.
+mkdir -p "$work/upstream"
+cat > "$work/upstream.conf" <<NGINX
+worker_processes 1;
+daemon on;
+pid $work/upstream.pid;
+error_log $work/upstream/error.log;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path $work/upstream; proxy_temp_path $work/upstream; fastcgi_temp_path $work/upstream;
+    uwsgi_temp_path $work/upstream; scgi_temp_path $work/upstream;
+    keepalive_requests 1000000;
+    server {
+        listen 127.0.0.1:$upstream_port;
+        location /item { default_type application/json; return 200 '$body'; }
+    }
+}
+NGINX
+"${client_cpu[@]}" nginx -c "$work/upstream.conf" -e "$work/upstream/error.log"
 "${server_cpu[@]}" nginx -c "$work/nginx.conf" -e "$work/nginx/error.log"
 
 # --quiet: the per-request stderr log is a debugging aid, not part of serving (its cost is in the README).
@@ -104,6 +137,14 @@ faultline_pid=$!
 for _ in $(seq 1 200); do [ -s "$work/port" ] && [ -s "$work/tls-port" ] && break; sleep 0.05; done
 faultline_port=$(cat "$work/port")
 faultline_tls_port=$(cat "$work/tls-port")
+# The proxy row's Faultline: no routes, every request forwarded to the upstream (journal on, as above).
+printf '{"name": "proxy-bench", "proxy": {"upstream": "http://127.0.0.1:%s"}, "routes": []}\n' "$upstream_port" \
+    > "$work/proxy.json"
+"${server_cpu[@]}" "$binary" serve "$work/proxy.json" --port 0 --port-file "$work/proxy-port" --quiet \
+    >"$out_dir/faultline-proxy$suffix.log" 2>&1 &
+proxy_pid=$!
+for _ in $(seq 1 200); do [ -s "$work/proxy-port" ] && break; sleep 0.05; done
+faultline_proxy_port=$(cat "$work/proxy-port")
 
 check() {
     local got
@@ -120,6 +161,8 @@ chmod 755 "$work" "$work/static"; chmod 644 "$work/static/download.bin"
     && [ "$(stat -c %s "$work/static/download.bin")" = 1048576 ] \
     || { echo "bench: nginx and faultline do not serve the same 1 MiB download" >&2; exit 1; }
 check "http://127.0.0.1:$nginx_port/item"
+check "http://127.0.0.1:$nginx_proxy_port/item"
+check "http://127.0.0.1:$faultline_proxy_port/item"
 check "https://127.0.0.1:$faultline_tls_port/item"
 check "https://127.0.0.1:$nginx_tls_port/item"
 # HTTP/2: nghttp fails unless it gets the body over h2 (ALPN) or h2c (prior knowledge).
@@ -215,6 +258,7 @@ CLIENT=run_h2load measure h2 "https://127.0.0.1:$nginx_h2_port/item" "https://12
 CLIENT=run_h2load measure h2c "http://127.0.0.1:$nginx_h2c_port/item" "http://127.0.0.1:$faultline_port/item"
 connections=$download_connections measure download "http://127.0.0.1:$nginx_port/download.bin" \
     "http://127.0.0.1:$faultline_port/download.bin"
+measure proxy "http://127.0.0.1:$nginx_proxy_port/item" "http://127.0.0.1:$faultline_proxy_port/item"
 
 # The round with the median requests/s (its p99 goes with it).
 median_round() {
@@ -269,6 +313,8 @@ journal=$(curl -s "http://127.0.0.1:$faultline_port/__faultline/requests/count")
     report h2c "HTTP/2 cleartext (h2c, prior knowledge), h2load -c$h2_connections -m$h2_streams (p99 from h2load's --log-file)"
     echo
     report download "download: GET of a 1 MiB body, keep-alive, wrk -c$download_connections (faultline: a generated resource streamed 64 KiB at a time; nginx: the same bytes as a static file, sendfile on)"
+    echo
+    report proxy "reverse proxy, keep-alive: GET /item forwarded to an upstream nginx (nginx: proxy_pass, keepalive 64; faultline: serve --proxy, pooled)"
     echo
     echo "faultline journal after the run: $journal"
 } | tee "$out_dir/bench$suffix.txt"
