@@ -62,6 +62,15 @@ import FoundationNetworking
             let changed = try await $0.changeResource(.object([("id", .string("catalogue"))]))
             #expect(changed["resource"]?["id"] == .string("catalogue"))
         },
+        "stopRecording()": {
+            // This server is not recording (`faultline record` is, test_proxy.py): 409, thrown with its status.
+            do {
+                _ = try await $0.stopRecording()
+                Issue.record("a server that is not recording answered record/stop")
+            } catch let failure as FaultlineRemote.Failure {
+                #expect(failure.status == 409)
+            }
+        },
         "shutdown()": { try await $0.shutdown() },
         "openAPIDocument()": { let served = try await $0.openAPIDocument(); #expect(served == (try Data(contentsOf: openAPIFile))) },
     ]
