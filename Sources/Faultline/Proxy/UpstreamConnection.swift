@@ -50,7 +50,10 @@ final class UpstreamConnection: TransportDelegate {
     @exclusivity(unchecked) private var connectEvent: OpaquePointer?
     @exclusivity(unchecked) private var transport: TCPTransport?
     @exclusivity(unchecked) private var tls: UpstreamTLSSession?
-    @exclusivity(unchecked) private var timer: LoopTimer?
+    /// One libevent timer for the connection's lifetime, re-armed per request (a `LoopTimer` per request cost an
+    /// allocation and an event_new/event_free each): the handshake deadline, then each response's.
+    @exclusivity(unchecked) private var deadline: OpaquePointer?
+    @exclusivity(unchecked) private var deadlineIsResponse = false
     /// The request being carried and what to tell when it ends.
     @exclusivity(unchecked) private var request: [UInt8] = []
     @exclusivity(unchecked) private var method = "GET"
@@ -190,25 +193,15 @@ final class UpstreamConnection: TransportDelegate {
             writeRequest()
         case .connecting, .handshaking:
             // The connect (and handshake) deadline.
-            timer = LoopTimer(loop: pool.loop, milliseconds: connectTimeout) { [unowned self] in
-                timer = nil
-                if state == .handshaking {
-                    fail(UpstreamError(.timeout, "the TLS handshake with \(key.host):\(key.port) took longer than \(connectTimeout) ms"))
-                }
-            }
+            arm(connectTimeout, response: false)
         case .busy, .closed:
             break
         }
     }
 
     private func writeRequest() {
-        timer?.cancel()
         sentAt = Clock.monotonicNanos()
-        timer = LoopTimer(loop: pool.loop, milliseconds: responseTimeout) { [unowned self] in
-            timer = nil
-            let what = parser?.status == nil ? "no response" : "no complete response"
-            fail(UpstreamError(.timeout, "\(what) from \(key.host):\(key.port) within \(responseTimeout) ms"))
-        }
+        arm(responseTimeout, response: true)
         let sent = request.withUnsafeBytes { bytes -> Bool in
             if let tls {
                 guard tls.write(bytes) else { return false }
@@ -318,8 +311,7 @@ final class UpstreamConnection: TransportDelegate {
     // MARK: - Endings
 
     private func succeed(_ response: UpstreamResponse, reusable: Bool) {
-        timer?.cancel()
-        timer = nil
+        disarm()
         timing.totalMilliseconds = Self.milliseconds(since: startedAt)
         let done = completion
         completion = nil
@@ -346,8 +338,11 @@ final class UpstreamConnection: TransportDelegate {
     func close(abortive: Bool = false) {
         guard state != .closed else { return }
         state = .closed
-        timer?.cancel()
-        timer = nil
+        if let deadline {
+            event_del(deadline)
+            event_free(deadline)
+        }
+        deadline = nil
         freeConnectEvent()
         tls?.release()
         tls = nil
@@ -359,6 +354,35 @@ final class UpstreamConnection: TransportDelegate {
         transport = nil
         fd = -1
         pool.closed(self)
+    }
+
+    // MARK: - The deadline
+
+    private func arm(_ milliseconds: Int, response: Bool) {
+        if deadline == nil {
+            deadline = event_new(pool.loop.base, -1, 0, { _, _, context in
+                Unmanaged<UpstreamConnection>.fromOpaque(context!).takeUnretainedValue().deadlinePassed()
+            }, Unmanaged.passUnretained(self).toOpaque())
+        }
+        deadlineIsResponse = response
+        var timeout = timeval(milliseconds: milliseconds)
+        // Measured from now, not from the start of this loop turn (as LoopTimer does).
+        event_base_update_cache_time(pool.loop.base)
+        event_add(deadline, &timeout)
+    }
+
+    private func disarm() {
+        if let deadline { event_del(deadline) }
+    }
+
+    private func deadlinePassed() {
+        if deadlineIsResponse {
+            guard state == .busy else { return }
+            let what = parser?.status == nil ? "no response" : "no complete response"
+            fail(UpstreamError(.timeout, "\(what) from \(key.host):\(key.port) within \(responseTimeout) ms"))
+        } else if state == .handshaking {
+            fail(UpstreamError(.timeout, "the TLS handshake with \(key.host):\(key.port) took longer than \(connectTimeout) ms"))
+        }
     }
 
     /// Moves OpenSSL's records to the TCP transport; false when the write failed (the connection is closing).

@@ -258,8 +258,8 @@ package struct HTTPResponseParser: Sendable {
         let version = HTTPVersion(major: 1, minor: minor)
         response = UpstreamResponse(
             status: status, reason: parts.count > 2 ? String(parts[2]) : "", version: version, headers: headers)
-        let connection = headers.values("connection").joined(separator: ",").lowercased()
-        response.reusable = minor >= 1 ? !connection.contains("close") : connection.contains("keep-alive")
+        response.reusable = minor >= 1
+            ? !Self.hasConnectionOption(headers, "close") : Self.hasConnectionOption(headers, "keep-alive")
         if headRequest || status == 204 || status == 304 || status == 101 {
             state = .fixed(remaining: 0)
             return nil
@@ -290,6 +290,18 @@ package struct HTTPResponseParser: Sendable {
         state = .untilClose
         response.reusable = false
         return nil
+    }
+
+    /// Whether a `Connection` field lists `option` (lower-case), compared without case, byte by byte.
+    private static func hasConnectionOption(_ headers: HTTPHeaders, _ option: String) -> Bool {
+        for field in headers.fields where field.name.caseInsensitiveEquals("connection") {
+            for part in field.value.utf8.split(separator: UInt8(ascii: ",")) {
+                let trimmed = part.drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 }
+                if trimmed.count == option.utf8.count,
+                   zip(trimmed.reversed(), option.utf8).allSatisfy({ ($0 | 0x20) == $1 }) { return true }
+            }
+        }
+        return false
     }
 
     private static func quoted(_ text: String) -> String { JSONValue.string(text).serialized() }

@@ -1,31 +1,30 @@
 /// Where a proxy forwards to: `http://` or `https://`, a host, a port and a base path that is put in front of
 /// every forwarded target (`https://staging.example.test/api` sends `/v1/x` as `/api/v1/x`).
 public struct UpstreamURL: Sendable, Equatable, Hashable, CustomStringConvertible {
-    public var secure: Bool
+    public let secure: Bool
     /// A name or a literal address; IPv6 without brackets.
-    public var host: String
-    public var port: Int
+    public let host: String
+    public let port: Int
     /// Empty, or a path starting with `/` and not ending with one.
-    public var basePath: String
+    public let basePath: String
+    /// `host[:port]` as a `Host` field carries it (RFC 9110 §7.2), brackets around IPv6; made once, here, since
+    /// every forwarded request sends it.
+    public let authority: String
+    /// `scheme://host[:port]`: what the journal names.
+    public let origin: String
 
     public init(secure: Bool, host: String, port: Int, basePath: String = "") {
         self.secure = secure
         self.host = host
         self.port = port
         self.basePath = basePath
+        let shownHost = host.utf8.contains(UInt8(ascii: ":")) ? "[" + host + "]" : host
+        authority = port == (secure ? 443 : 80) ? shownHost : shownHost + ":" + String(port)
+        origin = (secure ? "https://" : "http://") + authority
     }
 
     /// `scheme://host:port` (the port only when it is not the scheme's default) and the base path.
     public var description: String { origin + basePath }
-
-    /// `scheme://host[:port]`: what `Host` says and what the journal names.
-    public var origin: String { (secure ? "https://" : "http://") + authority }
-
-    /// `host[:port]` as a `Host` field carries it (RFC 9110 §7.2), brackets around IPv6.
-    public var authority: String {
-        let shownHost = host.contains(":") ? "[\(host)]" : host
-        return port == (secure ? 443 : 80) ? shownHost : "\(shownHost):\(port)"
-    }
 
     /// Parses `http://host[:port][/base]` or `https://…`; the reason when it is not one.
     public static func parse(_ text: String) -> Result<UpstreamURL, UpstreamURLError> {

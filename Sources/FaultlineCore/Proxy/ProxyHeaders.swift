@@ -5,23 +5,31 @@ package enum ProxyHeaders {
     /// Our `Via` hop.
     package static let via = "1.1 faultline"
 
-    /// Whether `name` is hop-by-hop in itself, or named by the message's `Connection` fields (`listed`, lower-cased).
+    private static let hopByHop = ["connection", "keep-alive", "te", "transfer-encoding", "upgrade", "trailer"]
+
+    /// Whether `name` is hop-by-hop in itself, or named by the message's `Connection` fields (`listed`,
+    /// lower-cased). Compared without allocating: this runs for every field of every proxied message.
     package static func isHopByHop(_ name: String, listed: Set<String>) -> Bool {
-        let lower = name.lowercased()
-        switch lower {
-        case "connection", "keep-alive", "te", "transfer-encoding", "upgrade", "trailer", "proxy-connection":
-            return true
-        default:
-            return lower.hasPrefix("proxy-") || listed.contains(lower)
-        }
+        for hop in hopByHop where name.caseInsensitiveEquals(hop) { return true }
+        let utf8 = name.utf8
+        if utf8.count >= 6, utf8.prefix(6).elementsEqual("proxy-".utf8, by: { ($0 | 0x20) == $1 }) { return true }
+        return !listed.isEmpty && listed.contains(name.lowercased())
     }
 
-    /// The field names a message's `Connection` fields list (lower-cased).
+    /// The field names a message's `Connection` fields list (lower-cased), other than the `close` and
+    /// `keep-alive` options, which name no field.
     package static func connectionOptions(_ headers: HTTPHeaders) -> Set<String> {
-        Set(headers.values("connection").flatMap { $0.split(separator: ",") }.map {
-            String($0).trimmingWhitespace().lowercased()
-        })
+        var names: Set<String> = []
+        for field in headers.fields where field.name.caseInsensitiveEquals("connection") {
+            for part in field.value.split(separator: ",") {
+                let name = String(part).trimmingWhitespace().lowercased()
+                if name != "close" && name != "keep-alive" && !name.isEmpty { names.insert(name) }
+            }
+        }
+        return names
     }
+
+    private static func isNamed(_ name: String, _ lowerCased: String) -> Bool { name.caseInsensitiveEquals(lowerCased) }
 
     /// The request as the upstream receives it: `method target HTTP/1.1`, the client's end-to-end fields, `Host`
     /// as configured, `Via`, `X-Forwarded-For`, `X-Forwarded-Proto`, and `Content-Length` for the body (which the
@@ -36,25 +44,28 @@ package enum ProxyHeaders {
         out.reserveCapacity(256 + headers.count * 32 + request.body.count)
         let target = request.target.hasPrefix("/") ? upstream.basePath + request.target
             : request.target == "*" ? "*" : upstream.basePath + "/" + request.target
-        out.append(contentsOf: "\(request.method) \(target) HTTP/1.1\r\n".utf8)
+        out.append(contentsOf: request.method.utf8)
+        out.append(0x20)
+        out.append(contentsOf: target.utf8)
+        out.append(contentsOf: " HTTP/1.1\r\n".utf8)
         let hostValue: String
         switch host {
         case .upstream: hostValue = upstream.authority
         case .client: hostValue = clientHost ?? upstream.authority
         case .value(let text): hostValue = text
         }
-        out.append(contentsOf: "Host: \(hostValue)\r\n".utf8)
+        append("Host", hostValue, to: &out)
         var forwardedFor: String?
         var via: String?
         for field in headers {
-            let lower = field.name.lowercased()
-            if lower.hasPrefix(":") || lower == "host" || lower == "content-length" || lower == "expect"
-                || isHopByHop(lower, listed: listed) { continue }
-            if lower == "x-forwarded-for" {
+            let name = field.name
+            if name.utf8.first == UInt8(ascii: ":") || isNamed(name, "host") || isNamed(name, "content-length")
+                || isNamed(name, "expect") || isHopByHop(name, listed: listed) { continue }
+            if isNamed(name, "x-forwarded-for") {
                 forwardedFor = forwardedFor.map { $0 + ", " + field.value } ?? field.value
                 continue
             }
-            if lower == "via" {
+            if isNamed(name, "via") {
                 via = via.map { $0 + ", " + field.value } ?? field.value
                 continue
             }
@@ -91,10 +102,10 @@ package enum ProxyHeaders {
         var headers = HTTPHeaders()
         var via: String?
         for field in response.headers {
-            let lower = field.name.lowercased()
-            if isHopByHop(lower, listed: listed) { continue }
-            if lower == "content-length" && !keepLength { continue }
-            if lower == "via" {
+            let name = field.name
+            if isHopByHop(name, listed: listed) { continue }
+            if !keepLength && isNamed(name, "content-length") { continue }
+            if isNamed(name, "via") {
                 via = via.map { $0 + ", " + field.value } ?? field.value
                 continue
             }

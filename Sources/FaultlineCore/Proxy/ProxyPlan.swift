@@ -48,11 +48,12 @@ package final class ProxyPlan {
         self.extraHeaders = extraHeaders
     }
 
-    /// The URL the request goes to, for the journal and the error bodies.
-    package var upstreamURL: String {
+    /// The URL the request goes to, for the journal and the error bodies; made once.
+    package private(set) lazy var upstreamURL: String = {
         guard let upstream = config.upstream else { return "(no upstream)" }
-        return upstream.origin + upstream.basePath + (request.target.hasPrefix("/") ? request.target : "/" + request.target)
-    }
+        return upstream.origin + upstream.basePath
+            + (request.target.utf8.first == UInt8(ascii: "/") ? request.target : "/" + request.target)
+    }()
 
     /// The request as the upstream receives it (`ProxyHeaders.upstreamRequest`).
     package func requestBytes(client: String, clientTLS: Bool) -> [UInt8] {
