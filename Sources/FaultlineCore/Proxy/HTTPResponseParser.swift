@@ -220,53 +220,80 @@ package struct HTTPResponseParser: Sendable {
 
     /// Parses the status line and fields in `buffer[position..<end]`, then picks the body's framing (RFC 9112
     /// §6.3). A 1xx other than 101 is interim: it is dropped and the next head is read. Nil, or the problem.
+    /// Works on byte ranges of the buffer: only the field names and values become strings.
     private mutating func parseHead(upTo end: Int) -> String? {
-        var lines: [[UInt8]] = []
-        var start = position
-        while start < end {
+        func lineEnd(from start: Int) -> (end: Int, next: Int) {
             let newline = buffer[start..<end].firstIndex(of: 0x0A) ?? end
             var lineEnd = newline
             if lineEnd > start && buffer[lineEnd - 1] == 0x0D { lineEnd -= 1 }
-            lines.append(Array(buffer[start..<lineEnd]))
-            start = newline + 1
+            return (lineEnd, newline + 1)
         }
-        position = end
-        while lines.last?.isEmpty == true { lines.removeLast() }
-        guard let statusLine = lines.first else { return "an empty status line" }
-        // HTTP-version SP status-code SP [reason-phrase] (RFC 9112 §4).
-        let text = String(decoding: statusLine, as: UTF8.self)
-        let parts = text.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
-        guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), parts[0].count == 8,
-              let minor = Int(parts[0].dropFirst(7)), parts[1].count == 3, let status = Int(parts[1]),
-              (100...599).contains(status) else {
-            return "not an HTTP/1.1 response: the status line is \(Self.printable(statusLine))"
+        let (statusEnd, afterStatus) = lineEnd(from: position)
+        let statusLine = buffer[position..<statusEnd]
+        // HTTP-version SP status-code SP [reason-phrase] (RFC 9112 §4): "HTTP/1.x NNN".
+        let digit = { (byte: UInt8) in byte >= 0x30 && byte <= 0x39 }
+        let base = statusLine.startIndex
+        guard statusLine.count >= 12, statusLine.starts(with: "HTTP/1.".utf8), digit(buffer[base + 7]),
+              buffer[base + 8] == 0x20, digit(buffer[base + 9]), digit(buffer[base + 10]), digit(buffer[base + 11]),
+              statusLine.count == 12 || buffer[base + 12] == 0x20 else {
+            let shown = Array(statusLine)
+            position = end
+            return "not an HTTP/1.1 response: the status line is \(Self.printable(shown))"
+        }
+        let minor = Int(buffer[base + 7] - 0x30)
+        let status = Int(buffer[base + 9] - 0x30) * 100 + Int(buffer[base + 10] - 0x30) * 10 + Int(buffer[base + 11] - 0x30)
+        guard (100...599).contains(status) else {
+            position = end
+            return "not an HTTP/1.1 response: the status line is \(Self.printable(Array(statusLine)))"
         }
         var headers = HTTPHeaders()
-        for fieldLine in lines.dropFirst() {
-            guard let colon = fieldLine.firstIndex(of: UInt8(ascii: ":")), colon > 0,
+        var start = afterStatus
+        while start < end {
+            let (fieldEnd, next) = lineEnd(from: start)
+            defer { start = next }
+            guard fieldEnd > start else { continue }
+            let fieldLine = buffer[start..<fieldEnd]
+            guard let colon = fieldLine.firstIndex(of: UInt8(ascii: ":")), colon > start,
                   !fieldLine[..<colon].contains(where: { $0 == 0x20 || $0 == 0x09 }) else {
-                return "a malformed header line \(Self.printable(fieldLine))"
+                position = end
+                return "a malformed header line \(Self.printable(Array(fieldLine)))"
             }
-            let name = String(decoding: fieldLine[..<colon], as: UTF8.self)
-            let value = String(decoding: fieldLine[(colon + 1)...], as: UTF8.self).trimmingWhitespace()
-            headers.append(name: name, value: value)
+            var valueStart = colon + 1
+            var valueEnd = fieldEnd
+            while valueStart < valueEnd && (buffer[valueStart] == 0x20 || buffer[valueStart] == 0x09) { valueStart += 1 }
+            while valueEnd > valueStart && (buffer[valueEnd - 1] == 0x20 || buffer[valueEnd - 1] == 0x09) { valueEnd -= 1 }
+            headers.append(
+                name: String(decoding: buffer[start..<colon], as: UTF8.self),
+                value: String(decoding: buffer[valueStart..<valueEnd], as: UTF8.self))
         }
+        let reason = statusLine.count > 13 ? String(decoding: statusLine[(base + 13)...], as: UTF8.self) : ""
+        position = end
         if (100...199).contains(status) && status != 101 {
             // An interim response (RFC 9110 §15.2): the final one follows.
             return nil
         }
-        let version = HTTPVersion(major: 1, minor: minor)
         response = UpstreamResponse(
-            status: status, reason: parts.count > 2 ? String(parts[2]) : "", version: version, headers: headers)
+            status: status, reason: reason, version: HTTPVersion(major: 1, minor: minor), headers: headers)
         response.reusable = minor >= 1
             ? !Self.hasConnectionOption(headers, "close") : Self.hasConnectionOption(headers, "keep-alive")
         if headRequest || status == 204 || status == 304 || status == 101 {
             state = .fixed(remaining: 0)
             return nil
         }
-        if let coding = headers.values("transfer-encoding").last {
+        var transferCoding: String?
+        var lengths: [String] = []
+        for field in headers.fields {
+            if field.name.caseInsensitiveEquals("transfer-encoding") {
+                transferCoding = field.value
+            } else if field.name.caseInsensitiveEquals("content-length") {
+                lengths.append(field.value)
+            }
+        }
+        if let coding = transferCoding {
             // Chunked must be the last coding (RFC 9112 §6.3 item 4); otherwise the close ends the body.
-            if coding.lowercased().split(separator: ",").last.map({ String($0).trimmingWhitespace() }) == "chunked" {
+            let last = coding.utf8.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false).last ?? []
+            let trimmed = last.drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 }.reversed()
+            if trimmed.elementsEqual("chunked".utf8, by: { ($0 | 0x20) == $1 }) {
                 state = .chunkSize
             } else {
                 state = .untilClose
@@ -274,11 +301,23 @@ package struct HTTPResponseParser: Sendable {
             }
             return nil
         }
-        let lengths = headers.values("content-length")
         if !lengths.isEmpty {
-            let values = Set(lengths.joined(separator: ",").split(separator: ",").map { String($0).trimmingWhitespace() })
-            guard values.count == 1, let only = values.first, !only.isEmpty, only.allSatisfy(\.isASCIIDigitCharacter),
-                  only.count <= 18, let length = Int(only) else {
+            // One value, or the same value repeated (RFC 9110 §8.6): anything else cannot frame the body.
+            var length: Int?
+            var valid = true
+            for value in lengths {
+                for part in value.utf8.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false) {
+                    let digits = part.drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 }
+                    guard !digits.isEmpty, digits.count <= 18, digits.allSatisfy(digit) else {
+                        valid = false
+                        break
+                    }
+                    let number = digits.reversed().reduce(0) { $0 * 10 + Int($1 - 0x30) }
+                    if let length, length != number { valid = false }
+                    length = number
+                }
+            }
+            guard valid, let length else {
                 return "an invalid Content-Length \(Self.quoted(lengths.joined(separator: ", ")))"
             }
             if length > maxBodyBytes {
@@ -313,6 +352,3 @@ package struct HTTPResponseParser: Sendable {
     }
 }
 
-private extension Character {
-    var isASCIIDigitCharacter: Bool { ("0"..."9").contains(self) }
-}
