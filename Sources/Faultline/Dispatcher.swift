@@ -54,6 +54,11 @@ final class Dispatcher {
             connection: connection.id, connectionOpenedAt: connection.openedAtMilliseconds)
         var entry = Self.entry(context, connection, head: request.head, body: request.body)
         entry.record(decision)
+        if let shaped = core.network.shapedLabel {
+            var record = NetworkRecord(event: .shaped)
+            record.conditions = shaped
+            entry.network = record
+        }
         let exchange = Exchange(
             sequence: core.record(consume entry), script: decision.script, clientWantsClose: clientWantsClose)
         exchange.engineCompletion = decision.completion
@@ -106,6 +111,10 @@ final class Dispatcher {
     func finished(_ exchange: Exchange, _ outcome: ExchangeOutcome, at: UInt64?) {
         if let completion = exchange.engineCompletion {
             core.engine.finish(completion, now: core.now(), processed: outcome != .notProcessed)
+        }
+        if core.network.countsRequests, let sequence = exchange.sequence,
+           let route = core.journal.entry(sequence)?.route?.routeID {
+            core.network.requestAnswered(route: route)
         }
         if let sequence = exchange.sequence {
             let now = at ?? Clock.monotonicNanos()

@@ -90,6 +90,8 @@ public final class FaultlineServer: Sendable {
         if let path = configuration.journalFile { core.journalFile = try JournalFile(path: path) }
         if let format = configuration.requestLog { core.requestLog = RequestLog(format: format, loop: loop) }
         try core.listen()
+        // The scenario's timeline starts now (before the loop runs, so touching libevent is safe).
+        core.network.restart(source: "load")
         port = core.port
         tlsPort = core.tlsPort
         host = configuration.host

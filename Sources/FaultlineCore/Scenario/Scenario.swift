@@ -23,6 +23,8 @@ public struct Scenario: Sendable, Equatable {
     public var http2: HTTP2Plan?
     /// Versioned resources: conditional requests, ranges and writes (ARCHITECTURE §4b).
     public var resources: [ResourceSpec] = []
+    /// Network phases (ARCHITECTURE §3b): listener states, connection drops and freezes, conditions, in order.
+    public var timeline: [TimelinePhase] = []
 
     public init(
         name: String, description: String? = nil, seed: UInt64 = 0, routes: [Route],

@@ -6,7 +6,7 @@ extension ScenarioLoader.Reader {
         guard let fields = fields(
             document, at: "",
             known: ["name", "description", "seed", "routes", "connections", "auth", "rateLimits", "expect", "tls",
-                    "http2", "resources"],
+                    "http2", "resources", "timeline"],
             ignored: ["$schema"]
         ) else { return nil }
 
@@ -38,6 +38,9 @@ extension ScenarioLoader.Reader {
         let expect = fields["expect"].flatMap { expectations($0, at: fields.path("expect")) }
         let tls = fields["tls"].flatMap { tlsSection($0, at: fields.path("tls")) }
         let http2 = fields["http2"].flatMap { http2Section($0, at: fields.path("http2")) }
+        let timeline = fields["timeline"].map {
+            self.timeline($0, at: fields.path("timeline"), routeIDs: Set(routes.map(\.id)))
+        } ?? []
 
         guard errors.isEmpty, let name else { return nil }
         var scenario = Scenario(
@@ -49,6 +52,7 @@ extension ScenarioLoader.Reader {
         scenario.tls = tls
         scenario.http2 = http2
         scenario.resources = resources
+        scenario.timeline = timeline
         return scenario
     }
 
