@@ -51,7 +51,8 @@ final class NetworkControl {
         if let restoreAfterMilliseconds {
             restoreTimer = LoopTimer(loop: core.loop, milliseconds: restoreAfterMilliseconds) { [unowned self] in
                 restoreTimer = nil
-                apply(NetworkChange(listener: .up, conditions: .some(nil)), source: source, phase: "after \(restoreAfterMilliseconds) ms")
+                apply(NetworkChange(listener: .up, connections: .thaw, conditions: .some(nil)), source: source,
+                      phase: "after \(restoreAfterMilliseconds) ms")
             }
         }
         var record = NetworkRecord(event: .change)
@@ -76,6 +77,9 @@ final class NetworkControl {
             for connection in core.connections.values where !connection.servesAdmin {
                 connection.tcp.freeze(milliseconds: milliseconds)
             }
+        case .thaw?:
+            state.apply(change, nowMilliseconds: now)
+            for connection in core.connections.values { connection.tcp.thaw() }
         case nil:
             break
         }
@@ -93,8 +97,7 @@ final class NetworkControl {
     func restart(source: String) {
         let now = Clock.monotonicNanos() / 1_000_000
         if state.listener != .up || state.conditions != nil || (state.frozenUntilMilliseconds ?? 0) > now {
-            apply(NetworkChange(listener: .up, conditions: .some(nil)), source: source)
-            for connection in core.connections.values { connection.tcp.thaw() }
+            apply(NetworkChange(listener: .up, connections: .thaw, conditions: .some(nil)), source: source)
         }
         state = NetworkState()
         restoreTimer?.cancel()
@@ -157,7 +160,7 @@ final class NetworkControl {
     }
 
     private func updateQuiet(now: UInt64) {
-        isQuiet = state.listener == .up && state.conditions == nil && (state.frozenUntilMilliseconds ?? 0) <= now
+        isQuiet = state.listener == .up && state.conditions == nil
     }
 
     private func journal(_ record: NetworkRecord) {
@@ -233,7 +236,8 @@ final class NetworkControl {
             var entry = JournalEntry(
                 receivedAtWall: Clock.wallSeconds(), receivedAtMonotonicNanos: Clock.monotonicNanos(), connectionID: id,
                 indexOnConnection: 0, clientAddress: tcp.peerAddress, head: nil,
-                malformed: listener == .resetOnAccept ? "connection reset on accept (network: reset-on-accept)" : nil)
+                rawRequestLine: listener == .resetOnAccept
+                    ? "(a connection, reset on accept: network reset-on-accept)" : "(a connection, stalled: network stall)")
             entry.isConnectionEntry = true
             entry.network = record
             entry.outcome = listener == .resetOnAccept ? .resetSent : .completed
@@ -245,8 +249,6 @@ final class NetworkControl {
             return false
         }
         if let conditions = state.conditions { tcp.applyShape(conditions) }
-        let now = Clock.monotonicNanos() / 1_000_000
-        if let until = state.frozenUntilMilliseconds, until > now { tcp.freeze(milliseconds: Int(until - now)) }
         if listener == .stall {
             // Thawed when the listener is up again; a day is "until then".
             tcp.freeze(milliseconds: 86_400_000)

@@ -109,14 +109,18 @@ public enum ConnectionsAction: Sendable, Equatable {
     case drop
     /// Every open connection ends with FIN (after what was already written).
     case dropFin
-    /// No byte moves either way on every open connection for this long (a Wi-Fi handover).
+    /// No byte moves either way on every open connection for this long (a Wi-Fi handover). Connections opened
+    /// meanwhile are not frozen.
     case freeze(milliseconds: Int)
+    /// Ends a freeze now (and a `stall`'s hold on the connections it accepted).
+    case thaw
 
     public var label: String {
         switch self {
         case .drop: "drop"
         case .dropFin: "drop-fin"
         case .freeze(let milliseconds): "freeze \(milliseconds) ms"
+        case .thaw: "thaw"
         }
     }
 }
@@ -154,8 +158,13 @@ public struct NetworkState: Sendable, Equatable {
     public mutating func apply(_ change: NetworkChange, nowMilliseconds: UInt64) {
         if let listener = change.listener { self.listener = listener }
         if let conditions = change.conditions { self.conditions = conditions }
-        if case .freeze(let milliseconds)? = change.connections {
+        switch change.connections {
+        case .freeze(let milliseconds)?:
             frozenUntilMilliseconds = max(frozenUntilMilliseconds ?? 0, nowMilliseconds + UInt64(milliseconds))
+        case .thaw?:
+            frozenUntilMilliseconds = nil
+        default:
+            break
         }
     }
 }

@@ -79,15 +79,16 @@ extension ScenarioLoader.Reader {
         switch value {
         case .string("drop"): return .drop
         case .string("drop-fin"): return .dropFin
+        case .string("thaw"): return .thaw
         case .object:
             guard let fields = fields(value, at: path, known: ["freezeMs"]), let ms = required(fields, "freezeMs") else { return nil }
             return integer(ms, at: fields.path("freezeMs"), in: 1...ScenarioLoader.maxDelayMilliseconds).map { .freeze(milliseconds: $0) }
         case .string(let text):
             report(path, "unknown connections action \(ScenarioLoader.quoted(text))"
-                + ScenarioLoader.hint(for: text, among: ["drop", "drop-fin"]) + " (or {\"freezeMs\": N})")
+                + ScenarioLoader.hint(for: text, among: ["drop", "drop-fin", "thaw"]) + " (or {\"freezeMs\": N})")
             return nil
         default:
-            report(path, "expected \"drop\", \"drop-fin\" or {\"freezeMs\": N}, found \(ScenarioLoader.describe(value))")
+            report(path, "expected \"drop\", \"drop-fin\", \"thaw\" or {\"freezeMs\": N}, found \(ScenarioLoader.describe(value))")
             return nil
         }
     }
