@@ -39,6 +39,7 @@ final class Connection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDelegate 
         self.info = info
         self.transport = transport
         self.tcp = tcp
+        servesAdmin = info.adminOnly
         self.tls = tls
         self.server = server
         acceptedAt = tls == nil
@@ -230,7 +231,7 @@ final class Connection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDelegate 
 
     func dispatch(_ request: HTTPRequest, _ context: RequestContext) -> Exchange {
         requestsJournaled &+= 1
-        servesAdmin = AdminAPI.isAdminTarget(request.target)
+        servesAdmin = info.adminOnly || AdminAPI.isAdminTarget(request.target)
         return server.dispatcher.dispatch(request, context, on: info)
     }
 

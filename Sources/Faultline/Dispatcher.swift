@@ -12,6 +12,8 @@ struct ConnectionInfo {
     let clientHost: String
     /// Monotonic ms at accept: a request on a connection opened after a 429 went out is a follow-up of it.
     let openedAtMilliseconds: UInt64
+    /// Accepted on the admin-only port (`--admin-port`): it serves the admin API and nothing else.
+    var adminOnly = false
 
     init(id: Int, clientAddress: String) {
         self.id = id
@@ -36,6 +38,12 @@ final class Dispatcher {
     /// A complete request: an admin call (answered now or, for a long-poll, later) or a scripted exchange.
     func dispatch(_ request: HTTPRequest, _ context: RequestContext, on connection: ConnectionInfo) -> Exchange {
         let clientWantsClose = !request.head.clientWantsKeepAlive
+        if connection.adminOnly, !AdminAPI.isAdminTarget(request.target) {
+            let response = HTTPResponse.json(404, .object([
+                ("error", .string("this port serves only the admin API (\(AdminAPI.prefix)…); the stubs are on the main port")),
+            ]))
+            return Exchange(sequence: nil, script: .simple(for: request, response: response), clientWantsClose: clientWantsClose)
+        }
         if AdminAPI.isAdminTarget(request.target) {
             let exchange = Exchange(sequence: nil, script: nil, clientWantsClose: clientWantsClose)
             core.admin.handle(request, connectionID: connection.id) { [exchange] script, after in

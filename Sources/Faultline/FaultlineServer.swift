@@ -43,6 +43,11 @@ public final class FaultlineServer: Sendable {
         public var onReload: (@Sendable (ScenarioReload) -> Void)?
         /// Serve HTTPS too, on a port of its own; nil for plain HTTP only.
         public var tls: TLSOptions?
+        /// Also serve the admin API alone on this port (0: a free one), out of reach of network conditions: a
+        /// test can still call it while the listener refuses or every connection is frozen (ARCHITECTURE §3b).
+        public var adminPort: Int?
+        /// Network conditions every connection gets from the start (`serve --conditions`); a reset keeps them.
+        public var conditions: LinkShape?
 
         public init(
             host: String = "127.0.0.1", port: Int = 0, scenarios: [Scenario] = [], journalCapacity: Int = 10_000,
@@ -71,6 +76,8 @@ public final class FaultlineServer: Sendable {
 
     /// The TLS port actually bound; nil without `Configuration.tls`.
     public let tlsPort: Int?
+    /// The admin-only port (`Configuration.adminPort`); nil without one.
+    public let adminPort: Int?
 
     /// `http://HOST:PORT` for pointing a client at the stubs.
     public var baseURL: URL {
@@ -94,6 +101,7 @@ public final class FaultlineServer: Sendable {
         core.network.restart(source: "load")
         port = core.port
         tlsPort = core.tlsPort
+        adminPort = core.adminPort
         host = configuration.host
         loop.start()
     }

@@ -51,7 +51,7 @@ final class NetworkControl {
         if let restoreAfterMilliseconds {
             restoreTimer = LoopTimer(loop: core.loop, milliseconds: restoreAfterMilliseconds) { [unowned self] in
                 restoreTimer = nil
-                apply(NetworkChange(listener: .up, connections: .thaw, conditions: .some(nil)), source: source,
+                apply(NetworkChange(listener: .up, connections: .thaw, conditions: .some(core.configuration.conditions)), source: source,
                       phase: "after \(restoreAfterMilliseconds) ms")
             }
         }
@@ -96,10 +96,15 @@ final class NetworkControl {
     /// scenario load or reset.
     func restart(source: String) {
         let now = Clock.monotonicNanos() / 1_000_000
-        if state.listener != .up || state.conditions != nil || (state.frozenUntilMilliseconds ?? 0) > now {
-            apply(NetworkChange(listener: .up, connections: .thaw, conditions: .some(nil)), source: source)
+        let baseline = core.configuration.conditions
+        if state.listener != .up || state.conditions != baseline || (state.frozenUntilMilliseconds ?? 0) > now {
+            apply(NetworkChange(listener: .up, connections: .thaw, conditions: .some(baseline)), source: source)
         }
         state = NetworkState()
+        state.conditions = core.configuration.conditions
+        if let baseline = state.conditions {
+            for connection in core.connections.values where !connection.servesAdmin { connection.tcp.applyShape(baseline) }
+        }
         restoreTimer?.cancel()
         restoreTimer = nil
         deferredTimer?.cancel()

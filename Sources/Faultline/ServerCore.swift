@@ -27,6 +27,9 @@ final class ServerCore: @unchecked Sendable {
     private(set) var tlsContext: TLSServerContext?
     /// The bound TLS port; nil without TLS.
     private(set) var tlsPort: Int?
+    /// The admin-only listener and its port (`Configuration.adminPort`).
+    private var adminListener: OpaquePointer?
+    private(set) var adminPort: Int?
     /// Where TLS transports put decrypted bytes; one per loop, reused by every read.
     private(set) lazy var tlsScratch = ScratchBuffer()
     private var signalEvents: [OpaquePointer] = []
@@ -65,6 +68,12 @@ final class ServerCore: @unchecked Sendable {
     /// starts, so touching libevent here is safe.
     func listen() throws(ServerError) {
         (listener, port) = try bind(port: configuration.port, Self.acceptPlain)
+        if let requested = configuration.adminPort {
+            (adminListener, adminPort) = try bind(port: requested) { _, fd, address, length, context in
+                let core = Unmanaged<ServerCore>.fromOpaque(context!).takeUnretainedValue()
+                core.accepted(fd: fd, address: address, length: length, tls: false, adminOnly: true)
+            }
+        }
         guard let tls = configuration.tls else { return }
         do throws(TLSSetupError) {
             tlsContext = try TLSEndpoint.context(for: tls, core: self)
@@ -187,14 +196,15 @@ final class ServerCore: @unchecked Sendable {
         }
     }
 
-    func accepted(fd: Int32, address: UnsafeMutablePointer<sockaddr>?, length: Int32, tls: Bool) {
+    func accepted(fd: Int32, address: UnsafeMutablePointer<sockaddr>?, length: Int32, tls: Bool, adminOnly: Bool = false) {
         let id = nextConnectionID
         nextConnectionID += 1
         let tcp = TCPTransport(fd: fd, peerAddress: Self.describe(address), loop: loop, scratch: readScratch)
         // Under network conditions the listener's state answers first (reset-on-accept closes it here).
-        if !network.isQuiet, !network.admit(tcp, id: id) { return }
+        if !network.isQuiet, !adminOnly, !network.admit(tcp, id: id) { return }
         // The journal's client address is the transport's peer: one source, whatever the transport.
-        let info = ConnectionInfo(id: id, clientAddress: tcp.peerAddress)
+        var info = ConnectionInfo(id: id, clientAddress: tcp.peerAddress)
+        info.adminOnly = adminOnly
         if tls, let tlsContext {
             let transport = TLSTransport(
                 tcp: tcp, context: tlsContext, loop: loop, plaintext: tlsScratch,
@@ -393,6 +403,8 @@ final class ServerCore: @unchecked Sendable {
         listener = nil
         if let tlsListener { evconnlistener_free(tlsListener) }
         tlsListener = nil
+        if let adminListener { evconnlistener_free(adminListener) }
+        adminListener = nil
         acceptPause?.cancel()
         for event in signalEvents {
             event_del(event)
