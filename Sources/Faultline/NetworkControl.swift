@@ -199,6 +199,12 @@ final class NetworkControl {
             state.listener = target
             updateQuiet(now: Clock.monotonicNanos() / 1_000_000)
             for client in queued {
+                // A refusing listener would have reset the connections in its queue as it closed.
+                if target == .refuse {
+                    SocketOptions.abortOnClose(client.fd)
+                    Posix.close(client.fd)
+                    continue
+                }
                 var address = client.address
                 withUnsafeMutablePointer(to: &address) {
                     $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
@@ -260,6 +266,18 @@ final class NetworkControl {
             stalled.insert(id)
         }
         return true
+    }
+
+    /// The server stops: the fillers of a blackhole are closed, the timers cancelled.
+    func stop() {
+        for (index, listener) in core.listeners.enumerated() where index < blackholes.count {
+            for client in blackholes[index].drain(listener: evconnlistener_get_fd(listener.pointer)) { Posix.close(client.fd) }
+        }
+        blackholes = []
+        timelineTimer?.cancel()
+        restoreTimer?.cancel()
+        deferredTimer?.cancel()
+        timeline = nil
     }
 
     // MARK: - Admin

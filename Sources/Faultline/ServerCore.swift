@@ -399,6 +399,7 @@ final class ServerCore: @unchecked Sendable {
     func stop() {
         guard !isStopping else { return }
         isStopping = true
+        network.stop()
         if let listener { evconnlistener_free(listener) }
         listener = nil
         if let tlsListener { evconnlistener_free(tlsListener) }
