@@ -10,7 +10,7 @@ import Testing
         {"name": "net",
          "routes": [{"id": "sync", "match": {"path": "/sync"}, "responses": [{"text": "ok"}]}],
          "timeline": [{"after": {"requests": 2, "route": "sync"}, "name": "gone", "listener": "refuse"},
-                      {"after": {"ms": 1500}, "listener": "up", "conditions": "3g"}]}
+                      {"after": {"ms": 3000}, "listener": "up", "conditions": "3g"}]}
         """#
 
     /// One request on a fresh connection; the status, or the errno of a failed connect.
@@ -51,7 +51,7 @@ import Testing
         #expect(refused.description.contains("errno \(ECONNREFUSED)"), "\(refused)")
         // Back up by itself, 300 ms after a second change says so.
         await server.changeNetwork(NetworkChange(listener: .refuse), restoringAfter: 300)
-        #expect(await eventually(3) { (try? request(server.port).get()) == 200 }, "the port did not come back")
+        #expect(await eventually(5) { (try? request(server.port).get()) == 200 }, "the port did not come back")
         let changes = await server.requests(JournalFilter()).filter(\.isNetworkChange)
         #expect(changes.map { $0.network?.listener } == [.refuse, .refuse, .up])
         #expect(changes.last?.network?.phase == "after 300 ms")
@@ -91,9 +91,9 @@ import Testing
         defer { Task { await server.stop() } }
         #expect((try? request(server.port).get()) == 200)
         #expect((try? request(server.port).get()) == 200)
-        #expect(await eventually(2) { if case .failure = request(server.port) { return true } else { return false } },
+        #expect(await eventually(5) { if case .failure = request(server.port) { return true } else { return false } },
                 "the listener did not refuse after the second request")
-        #expect(await eventually(5) { (try? request(server.port).get()) == 200 }, "the listener did not come back")
+        #expect(await eventually(10) { (try? request(server.port).get()) == 200 }, "the listener did not come back")
         let entries = await server.requests(JournalFilter())
         let phases = entries.filter(\.isNetworkChange).compactMap(\.network)
         #expect(phases.map(\.phase) == ["gone", "phase 2"])
