@@ -241,14 +241,16 @@ final class NetworkControl {
     /// the conditions, frozen for what is left of a freeze. False when it was refused (closed already).
     func admit(_ tcp: TCPTransport, id: Int) -> Bool {
         let listener = state.listener
-        if listener == .resetOnAccept || listener == .stall {
+        // An attempt during an outage (refuse and blackhole never get here: the kernel answers them).
+        if state.isOutage {
             var record = NetworkRecord(event: .attempt)
             record.listener = listener
+            record.conditions = state.conditions?.label
             var entry = JournalEntry(
                 receivedAtWall: Clock.wallSeconds(), receivedAtMonotonicNanos: Clock.monotonicNanos(), connectionID: id,
                 indexOnConnection: 0, clientAddress: tcp.peerAddress, head: nil,
-                rawRequestLine: listener == .resetOnAccept
-                    ? "(a connection, reset on accept: network reset-on-accept)" : "(a connection, stalled: network stall)")
+                rawRequestLine: listener == .resetOnAccept ? "(a connection, reset on accept: network reset-on-accept)"
+                    : listener == .stall ? "(a connection, stalled: network stall)" : "(a connection, frozen: network offline)")
             entry.isConnectionEntry = true
             entry.network = record
             entry.outcome = listener == .resetOnAccept ? .resetSent : .completed

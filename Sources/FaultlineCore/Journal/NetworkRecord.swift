@@ -1,6 +1,7 @@
 /// The network on a journal entry (ARCHITECTURE §3b), under `network`:
 /// - a *change* is an entry of its own (`kind: "network"`): who made it, what changed and the state after it;
-/// - an *attempt* is a connection entry: a connection the listener's state answered (`reset-on-accept`, `stall`);
+/// - an *attempt* is a connection entry: a connection accepted during an outage (`reset-on-accept`, `stall`, or the
+///   `offline` conditions);
 /// - *shaped* is on a request entry whose connection ran under conditions: which.
 public struct NetworkRecord: Sendable, Equatable {
     public enum Event: String, Sendable {
@@ -43,6 +44,7 @@ public struct NetworkRecord: Sendable, Equatable {
             ]
         case .attempt:
             members.append(("listener", listener.map { .string($0.rawValue) } ?? .null))
+            members.append(("conditions", conditions.map(JSONValue.string) ?? .null))
         case .shaped:
             members.append(("conditions", conditions.map(JSONValue.string) ?? .null))
         }
