@@ -289,7 +289,7 @@ final class NetworkControl {
         return .object([
             ("listener", .string(state.listener.rawValue)),
             ("conditions", state.conditions?.json() ?? .null),
-            ("frozenForMs", state.frozenUntilMilliseconds.map { .int(Int($0 &- min($0, now))) } ?? .null),
+            ("frozenForMs", state.frozenUntilMilliseconds.flatMap { $0 > now ? .int(Int($0 - now)) : nil } ?? .null),
             ("outage", .bool(state.isOutage)),
             ("timeline", timeline.map { timeline in
                 .object([
