@@ -104,19 +104,8 @@ final class TCPTransport: Transport {
 
     private func readable() {
         if let shaper { return shapedReadable(shaper) }
-        let result: IOResult<Int>
-        do {
-            result = try syscall("recv") { scratch.withBytes { recv(fd, $0.baseAddress, $0.count, 0) } }
-        } catch {
-            // ECONNRESET and friends: stop reading, as a bufferevent would.
-            stopReading()
-            failed = true
-            delegate?.transportFailed()
-            return
-        }
-        guard case .processed(let count) = result else { return }
+        guard let count = receive(limit: Int.max) else { return }
         if count == 0 {
-            stopReading()
             delegate?.transportPeerFinished()
             return
         }
@@ -129,23 +118,29 @@ final class TCPTransport: Transport {
     private func shapedReadable(_ shaper: Shaper) {
         let allowance = scratch.withBytes { shaper.readAllowance($0.count) }
         guard allowance > 0 else { return updateReadInterest() }
+        guard let count = receive(limit: allowance) else { return }
+        if count == 0 { return shaper.received(nil) }
+        scratch.withBytes { buffer in shaper.received(UnsafeRawBufferPointer(rebasing: buffer[0..<count])) }
+        if !isClosed { updateReadInterest() }
+    }
+
+    /// One `recv` of at most `limit` bytes into the scratch buffer: the count (0: the peer's FIN; reading stops), or
+    /// nil when there was nothing after all or the peer failed (reported to the delegate: ECONNRESET and friends stop
+    /// reading, as a bufferevent would).
+    @inline(__always)
+    private func receive(limit: Int) -> Int? {
         let result: IOResult<Int>
         do {
-            result = try syscall("recv") { scratch.withBytes { recv(fd, $0.baseAddress, allowance, 0) } }
+            result = try syscall("recv") { scratch.withBytes { recv(fd, $0.baseAddress, min(limit, $0.count), 0) } }
         } catch {
             stopReading()
             failed = true
             delegate?.transportFailed()
-            return
+            return nil
         }
-        guard case .processed(let count) = result else { return }
-        if count == 0 {
-            stopReading()
-            shaper.received(nil)
-            return
-        }
-        scratch.withBytes { buffer in shaper.received(UnsafeRawBufferPointer(rebasing: buffer[0..<count])) }
-        if !isClosed { updateReadInterest() }
+        guard case .processed(let count) = result else { return nil }
+        if count == 0 { stopReading() }
+        return count
     }
 
     private func stopReading() {
