@@ -35,6 +35,8 @@ final class AdminAPI {
         ("POST", "/__faultline/auth/expire", "expire the current access token now"),
         ("GET", "/__faultline/resources", "every resource's instances: version, ETag, Last-Modified, size"),
         ("POST", "/__faultline/resources/change", "a new version of a resource (or one instance, or delete it) behind the client's back"),
+        ("GET", "/__faultline/network", "the listener's state, the conditions on connections, the timeline's progress"),
+        ("POST", "/__faultline/network", "change the network: {listener, connections, conditions, forMs}"),
         ("POST", "/__faultline/shutdown", "stop the server after answering"),
         ("POST", "/__faultline/record/stop", "faultline record: write the recording now, then stop"),
         ("GET", "/__faultline/openapi.json", "this API described in OpenAPI 3.1 (docs/openapi.json)"),
@@ -56,6 +58,7 @@ final class AdminAPI {
         case "scenarios/reset", "scenarios/reload", "shutdown", "auth/expire": methods = ["POST"]
         case "state", "report", "openapi.json", "resources": methods = ["GET"]
         case "resources/change", "record/stop": methods = ["POST"]
+        case "network": methods = ["GET", "POST"]
         default:
             respond(404, .object([
                 ("error", .string("no admin endpoint \(request.path)")),
@@ -174,6 +177,11 @@ final class AdminAPI {
         case ("POST", "resources/change"):
             let answer = core.engine.resourceChange(request.body, now: core.now())
             respond(answer.status, answer.body)
+        case ("GET", "network"), ("HEAD", "network"):
+            respond(200, core.network.json())
+        case ("POST", "network"):
+            let answer = networkChange(request.body)
+            respond(answer.status, answer.body)
         case ("GET", "openapi.json"), ("HEAD", "openapi.json"):
             // The bytes of docs/openapi.json as they are, not re-serialized JSON.
             let document = HTTPResponse(
@@ -197,6 +205,45 @@ final class AdminAPI {
         default:
             respond(405, .object([("error", .string("\(request.method) is not allowed on \(request.path)"))]))
         }
+    }
+
+    // MARK: - Network
+
+    /// `POST /network`: `{"listener", "connections", "conditions"}` as a timeline phase takes them, and `forMs`: put
+    /// the network back (listener up, no conditions) after that long, since a client of this API cannot reach a
+    /// refusing port to do it.
+    private func networkChange(_ body: [UInt8]) -> (status: Int, body: JSONValue) {
+        func failure(_ message: String) -> (status: Int, body: JSONValue) {
+            (400, .object([("error", .string(message))]))
+        }
+        guard let document = try? JSONValue.parse(body), case .object(let members) = document else {
+            return failure("the body must be a JSON object: {\"listener\", \"connections\", \"conditions\", \"forMs\"}")
+        }
+        var restoreAfter: Int?
+        if let value = members.first(where: { $0.key == "forMs" })?.value {
+            guard let ms = value.intValue, ms >= 1, ms <= ScenarioLoader.maxDelayMilliseconds else {
+                return failure("forMs: expected an integer between 1 and \(ScenarioLoader.maxDelayMilliseconds)")
+            }
+            restoreAfter = ms
+        }
+        let change: NetworkChange
+        switch ScenarioLoader.networkChange(.object(members.filter { $0.key != "forMs" })) {
+        case .failure(let error):
+            return (400, .object([
+                ("error", .string("invalid network change")),
+                ("problems", .array(error.errors.map { .string(($0.jsonPath.isEmpty ? "" : "\($0.jsonPath): ") + $0.message) })),
+            ]))
+        case .success(let parsed):
+            change = parsed
+        }
+        guard !change.isEmpty else { return failure("the change changes nothing: give \"listener\", \"connections\" or \"conditions\"") }
+        let record = core.network.apply(change, source: "admin", restoreAfterMilliseconds: restoreAfter)
+        var answer = core.network.json()
+        if case .object(var fields) = answer {
+            fields.append(("change", record.json()))
+            answer = .object(fields)
+        }
+        return (record.error == nil ? 200 : 409, answer)
     }
 
     // MARK: - Long-poll

@@ -37,6 +37,10 @@ package struct ServeOptions: Equatable, Sendable {
     package var tlsPortFile: String?
     /// `--proxy URL` (and `--proxy-ca-file`): forward what no route takes (ARCHITECTURE §4d).
     package var proxy: ProxyConfig?
+    /// Serve the admin API alone on this port too, out of reach of network conditions.
+    package var adminPort: Int?
+    /// Conditions on every connection from the start (a preset's name).
+    package var conditions: LinkShape?
 
     package init() {}
 }
@@ -322,6 +326,21 @@ package enum FaultlineCommandLine {
                 reload the scenario files when one is saved, renamed or removed; a file that fails to load is \
                 reported and the previous scenarios keep serving
                 """) { parse, _ in parse.options.watch = true },
+            OptionSpec(["--admin-port"], value: "N", """
+                serve the admin API alone on port N too (0: a free port), out of reach of network conditions; \
+                the next line on stdout is "admin on http://HOST:PORT"
+                """) { (parse: inout ServeParse, text: String) throws(CommandLineError) in
+                parse.options.adminPort = try integer("serve", "--admin-port", text, 0...65535)
+            },
+            OptionSpec(["--conditions"], value: "NAME", """
+                shape every connection from the start: 3g, edge, lte, very-bad or offline (a reset keeps them)
+                """) { (parse: inout ServeParse, text: String) throws(CommandLineError) in
+                guard let shape = LinkShape.preset(text) else {
+                    throw CommandLineError(message: "serve: --conditions must be one of "
+                        + LinkShape.presets.map(\.name).joined(separator: ", ") + "; got \"\(text)\"")
+                }
+                parse.options.conditions = shape
+            },
             OptionSpec(["--tls-port"], value: "N", """
                 serve HTTPS on port N too (0: a free port); the second line on stdout is "listening on \
                 https://HOST:PORT"

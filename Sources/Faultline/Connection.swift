@@ -9,9 +9,14 @@ final class Connection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDelegate 
     @exclusivity(unchecked) private(set) var info: ConnectionInfo
     var id: Int { info.id }
     private let transport: Transport
+    /// The TCP transport under `transport` (itself, on the plain port): where network conditions act.
+    let tcp: TCPTransport
     /// The TLS transport, on the TLS port: whether its handshake produced a request decides whether the journal
     /// gets a connection entry for it.
     private let tls: TLSTransport?
+    /// Its latest request was an admin call: network drops, freezes and conditions leave it alone, so a test can
+    /// still talk to the server it is cutting off.
+    @exclusivity(unchecked) private(set) var servesAdmin = false
     /// Requests (and attempts at one) this connection put in the journal.
     @exclusivity(unchecked) private var requestsJournaled = 0
     private let acceptedAt: Arrival
@@ -30,9 +35,11 @@ final class Connection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDelegate 
     /// The WebSocket session after a 101; the HTTP/1.1 machine is done then.
     @exclusivity(unchecked) private var websocket: WebSocketChannel?
 
-    init(info: ConnectionInfo, transport: Transport, tls: TLSTransport?, server: ServerCore) {
+    init(info: ConnectionInfo, transport: Transport, tcp: TCPTransport, tls: TLSTransport?, server: ServerCore) {
         self.info = info
         self.transport = transport
+        self.tcp = tcp
+        servesAdmin = info.adminOnly
         self.tls = tls
         self.server = server
         acceptedAt = tls == nil
@@ -62,6 +69,13 @@ final class Connection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDelegate 
     /// Ends the connection; exchanges not yet answered are journaled with `outcome`.
     func teardown(_ outcome: ExchangeOutcome) {
         if let websocket { websocket.session.teardown() } else if let http2 { http2.teardown(outcome) } else { machine.teardown(outcome) }
+    }
+
+    /// The network dropped the connection (ARCHITECTURE §3b): RST or FIN at once, nothing more written (not even
+    /// HTTP/2's GOAWAY or a WebSocket close), and exchanges not yet answered journaled as cut by it.
+    func dropByNetwork(abortive: Bool) {
+        tcp.close(abortive: abortive)
+        teardown(abortive ? .resetSent : .closedByFault)
     }
 
     /// A scenario reset: a scripted response in progress must not leak into the next test. HTTP/1.1 can only
@@ -217,6 +231,7 @@ final class Connection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDelegate 
 
     func dispatch(_ request: HTTPRequest, _ context: RequestContext) -> Exchange {
         requestsJournaled &+= 1
+        servesAdmin = info.adminOnly || AdminAPI.isAdminTarget(request.target)
         return server.dispatcher.dispatch(request, context, on: info)
     }
 

@@ -12,6 +12,8 @@ struct ConnectionInfo {
     let clientHost: String
     /// Monotonic ms at accept: a request on a connection opened after a 429 went out is a follow-up of it.
     let openedAtMilliseconds: UInt64
+    /// Accepted on the admin-only port (`--admin-port`): it serves the admin API and nothing else.
+    var adminOnly = false
 
     init(id: Int, clientAddress: String) {
         self.id = id
@@ -36,6 +38,12 @@ final class Dispatcher {
     /// A complete request: an admin call (answered now or, for a long-poll, later) or a scripted exchange.
     func dispatch(_ request: HTTPRequest, _ context: RequestContext, on connection: ConnectionInfo) -> Exchange {
         let clientWantsClose = !request.head.clientWantsKeepAlive
+        if connection.adminOnly, !AdminAPI.isAdminTarget(request.target) {
+            let response = HTTPResponse.json(404, .object([
+                ("error", .string("this port serves only the admin API (\(AdminAPI.prefix)…); the stubs are on the main port")),
+            ]))
+            return Exchange(sequence: nil, script: .simple(for: request, response: response), clientWantsClose: clientWantsClose)
+        }
         if AdminAPI.isAdminTarget(request.target) {
             let exchange = Exchange(sequence: nil, script: nil, clientWantsClose: clientWantsClose)
             core.admin.handle(request, connectionID: connection.id) { [exchange] script, after in
@@ -54,6 +62,11 @@ final class Dispatcher {
             connection: connection.id, connectionOpenedAt: connection.openedAtMilliseconds)
         var entry = Self.entry(context, connection, head: request.head, body: request.body)
         entry.record(decision)
+        if let shaped = core.network.shapedLabel {
+            var record = NetworkRecord(event: .shaped)
+            record.conditions = shaped
+            entry.network = record
+        }
         if let plan = decision.proxy {
             // Forwarded (ARCHITECTURE §4d): the script comes when the upstream has answered.
             entry.proxy = ProxyRecord(upstream: plan.upstreamURL)
@@ -115,6 +128,10 @@ final class Dispatcher {
     func finished(_ exchange: Exchange, _ outcome: ExchangeOutcome, at: UInt64?) {
         if let completion = exchange.engineCompletion {
             core.engine.finish(completion, now: core.now(), processed: outcome != .notProcessed)
+        }
+        if core.network.countsRequests, let sequence = exchange.sequence,
+           let route = core.journal.entry(sequence)?.route?.routeID {
+            core.network.requestAnswered(route: route)
         }
         if let sequence = exchange.sequence {
             let now = at ?? Clock.monotonicNanos()

@@ -116,6 +116,21 @@ extension FaultlineServer {
         }
     }
 
+    /// The network as `GET /__faultline/network` shows it: the listener's state, the conditions, a freeze, the
+    /// timeline's progress (ARCHITECTURE §3b).
+    public func network() async -> JSONValue {
+        await loop.submit { [core] in core.network.json() }
+    }
+
+    /// Changes the network as `POST /__faultline/network` does (journaled with source `api`): the listener's state,
+    /// an action on the open connections, the conditions. With `restoringAfter` (ms), the listener comes back up and
+    /// the conditions are cleared after that long. Connections whose latest request was an admin call are left
+    /// alone. Returns the journal's record of the change; its `error` says when a port could not be bound again.
+    @discardableResult
+    public func changeNetwork(_ change: NetworkChange, restoringAfter milliseconds: Int? = nil) async -> NetworkRecord {
+        await loop.submit { [core] in core.network.apply(change, source: "api", restoreAfterMilliseconds: milliseconds) }
+    }
+
     /// How many journal entries match `filter`, as `GET /__faultline/requests/count` counts them.
     public func count(_ filter: JournalFilter = JournalFilter()) async -> Int {
         await loop.submit { [core] in core.journal.count(filter) }

@@ -49,6 +49,11 @@ public final class FaultlineServer: Sendable {
         /// `faultline record`: keep every proxied exchange and write them as a scenario when the server stops
         /// (or on `POST /__faultline/record/stop`).
         package var recording: RecordingConfiguration?
+        /// Also serve the admin API alone on this port (0: a free one), out of reach of network conditions: a
+        /// test can still call it while the listener refuses or every connection is frozen (ARCHITECTURE §3b).
+        public var adminPort: Int?
+        /// Network conditions every connection gets from the start (`serve --conditions`); a reset keeps them.
+        public var conditions: LinkShape?
 
         public init(
             host: String = "127.0.0.1", port: Int = 0, scenarios: [Scenario] = [], journalCapacity: Int = 10_000,
@@ -77,6 +82,8 @@ public final class FaultlineServer: Sendable {
 
     /// The TLS port actually bound; nil without `Configuration.tls`.
     public let tlsPort: Int?
+    /// The admin-only port (`Configuration.adminPort`); nil without one.
+    public let adminPort: Int?
 
     /// `http://HOST:PORT` for pointing a client at the stubs.
     public var baseURL: URL {
@@ -96,8 +103,11 @@ public final class FaultlineServer: Sendable {
         if let path = configuration.journalFile { core.journalFile = try JournalFile(path: path) }
         if let format = configuration.requestLog { core.requestLog = RequestLog(format: format, loop: loop) }
         try core.listen()
+        // The scenario's timeline starts now (before the loop runs, so touching libevent is safe).
+        core.network.restart(source: "load")
         port = core.port
         tlsPort = core.tlsPort
+        adminPort = core.adminPort
         host = configuration.host
         loop.start()
     }

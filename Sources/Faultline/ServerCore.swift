@@ -23,20 +23,25 @@ final class ServerCore: @unchecked Sendable {
     let http1Settings: HTTP1Settings
     /// What an HTTP/2 connection announces and its limits (the parser limits apply to its requests too).
     let http2Settings: HTTP2ConnectionSettings
-    private var listener: OpaquePointer?
-    private var tlsListener: OpaquePointer?
+    var listener: OpaquePointer?
+    var tlsListener: OpaquePointer?
     /// The TLS listener's OpenSSL context and certificate authority; nil without TLS.
     private(set) var tlsContext: TLSServerContext?
     /// The bound TLS port; nil without TLS.
     private(set) var tlsPort: Int?
+    /// The admin-only listener and its port (`Configuration.adminPort`).
+    private var adminListener: OpaquePointer?
+    private(set) var adminPort: Int?
     /// Where TLS transports put decrypted bytes; one per loop, reused by every read.
     private(set) lazy var tlsScratch = ScratchBuffer()
     private var signalEvents: [OpaquePointer] = []
-    @exclusivity(unchecked) private var connections: [Int: Connection] = [:]
+    @exclusivity(unchecked) private(set) var connections: [Int: Connection] = [:]
     @exclusivity(unchecked) private var nextConnectionID = 1
     /// Where transports copy bytes out of the kernel before parsing; one per loop, reused by every read.
     let readScratch = ScratchBuffer()
     private(set) var port = 0
+    /// Listener states, conditions on connections and the scenario's timeline (ARCHITECTURE §3b).
+    private(set) lazy var network = NetworkControl(core: self)
     private(set) var isStopping = false
     let startedAtMonotonic = Clock.monotonicNanos()
     /// Long-polls on the journal (the admin API's and the Swift API's), re-checked whenever it changes.
@@ -65,9 +70,12 @@ final class ServerCore: @unchecked Sendable {
     /// Binds and listens: the plain port, and the TLS port when TLS is configured. Runs before the loop thread
     /// starts, so touching libevent here is safe.
     func listen() throws(ServerError) {
-        (listener, port) = try bind(port: configuration.port) { _, fd, address, length, context in
-            let core = Unmanaged<ServerCore>.fromOpaque(context!).takeUnretainedValue()
-            core.accepted(fd: fd, address: address, length: length, tls: false)
+        (listener, port) = try bind(port: configuration.port, Self.acceptPlain)
+        if let requested = configuration.adminPort {
+            (adminListener, adminPort) = try bind(port: requested) { _, fd, address, length, context in
+                let core = Unmanaged<ServerCore>.fromOpaque(context!).takeUnretainedValue()
+                core.accepted(fd: fd, address: address, length: length, tls: false, adminOnly: true)
+            }
         }
         guard let tls = configuration.tls else { return }
         do throws(TLSSetupError) {
@@ -75,14 +83,56 @@ final class ServerCore: @unchecked Sendable {
         } catch {
             throw .tls(error.message)
         }
-        (tlsListener, tlsPort) = try bind(port: tls.port) { _, fd, address, length, context in
-            let core = Unmanaged<ServerCore>.fromOpaque(context!).takeUnretainedValue()
-            core.accepted(fd: fd, address: address, length: length, tls: true)
+        (tlsListener, tlsPort) = try bind(port: tls.port, Self.acceptTLS)
+    }
+
+    private static let acceptPlain: evconnlistener_cb = { _, fd, address, length, context in
+        let core = Unmanaged<ServerCore>.fromOpaque(context!).takeUnretainedValue()
+        core.accepted(fd: fd, address: address, length: length, tls: false)
+    }
+
+    private static let acceptTLS: evconnlistener_cb = { _, fd, address, length, context in
+        let core = Unmanaged<ServerCore>.fromOpaque(context!).takeUnretainedValue()
+        core.accepted(fd: fd, address: address, length: length, tls: true)
+    }
+
+    // MARK: - Listener states (ARCHITECTURE §3b)
+
+    /// The listening sockets there are now, with their ports.
+    var listeners: [(pointer: OpaquePointer, port: Int, tls: Bool)] {
+        var all: [(pointer: OpaquePointer, port: Int, tls: Bool)] = []
+        if let listener { all.append((listener, port, false)) }
+        if let tlsListener, let tlsPort { all.append((tlsListener, tlsPort, true)) }
+        return all
+    }
+
+    /// `refuse`: nothing listens any more (the kernel answers RST); the ports are kept for `rebindListeners`.
+    func closeListeners() {
+        if let listener { evconnlistener_free(listener) }
+        listener = nil
+        if let tlsListener { evconnlistener_free(tlsListener) }
+        tlsListener = nil
+    }
+
+    /// Binds the ports again after `refuse`; the error when one cannot be (another process took it).
+    func rebindListeners() -> String? {
+        do throws(ServerError) {
+            if listener == nil { (listener, _) = try bind(port: port, Self.acceptPlain) }
+            if tlsListener == nil, let tlsPort { (tlsListener, _) = try bind(port: tlsPort, Self.acceptTLS) }
+            return nil
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    func enableListeners(_ enabled: Bool) {
+        for listener in [listener, tlsListener].compactMap({ $0 }) {
+            if enabled { evconnlistener_enable(listener) } else { evconnlistener_disable(listener) }
         }
     }
 
     /// One listening socket on the configured host.
-    private func bind(port requested: Int, _ callback: evconnlistener_cb) throws(ServerError) -> (OpaquePointer, Int) {
+    func bind(port requested: Int, _ callback: evconnlistener_cb) throws(ServerError) -> (OpaquePointer, Int) {
         var storage = sockaddr_storage()
         var length: Int32
         let port = UInt16(clamping: requested)
@@ -144,24 +194,27 @@ final class ServerCore: @unchecked Sendable {
         for listener in [listener, tlsListener].compactMap({ $0 }) { evconnlistener_disable(listener) }
         acceptPause = LoopTimer(loop: loop, milliseconds: 100) { [unowned self] in
             acceptPause = nil
-            guard !isStopping else { return }
+            guard !isStopping, network.state.listener != .blackhole else { return }
             for listener in [listener, tlsListener].compactMap({ $0 }) { evconnlistener_enable(listener) }
         }
     }
 
-    private func accepted(fd: Int32, address: UnsafeMutablePointer<sockaddr>?, length: Int32, tls: Bool) {
+    func accepted(fd: Int32, address: UnsafeMutablePointer<sockaddr>?, length: Int32, tls: Bool, adminOnly: Bool = false) {
         let id = nextConnectionID
         nextConnectionID += 1
         let tcp = TCPTransport(fd: fd, peerAddress: Self.describe(address), loop: loop, scratch: readScratch)
+        // Under network conditions the listener's state answers first (reset-on-accept closes it here).
+        if !network.isQuiet, !adminOnly, !network.admit(tcp, id: id) { return }
         // The journal's client address is the transport's peer: one source, whatever the transport.
-        let info = ConnectionInfo(id: id, clientAddress: tcp.peerAddress)
+        var info = ConnectionInfo(id: id, clientAddress: tcp.peerAddress)
+        info.adminOnly = adminOnly
         if tls, let tlsContext {
             let transport = TLSTransport(
                 tcp: tcp, context: tlsContext, loop: loop, plaintext: tlsScratch,
                 handshakeTimeoutMilliseconds: configuration.headerTimeoutMilliseconds)
-            connections[id] = Connection(info: info, transport: transport, tls: transport, server: self)
+            connections[id] = Connection(info: info, transport: transport, tcp: tcp, tls: transport, server: self)
         } else {
-            connections[id] = Connection(info: info, transport: tcp, tls: nil, server: self)
+            connections[id] = Connection(info: info, transport: tcp, tcp: tcp, tls: nil, server: self)
         }
     }
 
@@ -258,6 +311,7 @@ final class ServerCore: @unchecked Sendable {
     func load(_ scenarios: [Scenario]) {
         cancelPendingResponses()
         engine.load(scenarios, now: now())
+        network.restart(source: "load")
     }
 
     /// Re-reads the scenario files and folders the server was started with and, when they load cleanly and
@@ -286,6 +340,7 @@ final class ServerCore: @unchecked Sendable {
         if loaded != engine.scenarios {
             let before = Dictionary(servingVersions().map { ($0.name, $0.version) }, uniquingKeysWith: { first, _ in first })
             engine.load(loaded, now: now())
+            network.restart(source: "load")
             result.changed = servingVersions().filter { before[$0.name] != $0.version }
             let names = Set(loaded.map(\.name))
             result.removed = before.keys.filter { !names.contains($0) }.sorted()
@@ -326,6 +381,7 @@ final class ServerCore: @unchecked Sendable {
     func resetScenarios() {
         cancelPendingResponses()
         engine.reset(now: now())
+        network.restart(source: "reset")
     }
 
     /// The engine's clock: monotonic for durations and expiry, wall time for HTTP-dates.
@@ -346,10 +402,13 @@ final class ServerCore: @unchecked Sendable {
     func stop() {
         guard !isStopping else { return }
         isStopping = true
+        network.stop()
         if let listener { evconnlistener_free(listener) }
         listener = nil
         if let tlsListener { evconnlistener_free(tlsListener) }
         tlsListener = nil
+        if let adminListener { evconnlistener_free(adminListener) }
+        adminListener = nil
         acceptPause?.cancel()
         for event in signalEvents {
             event_del(event)

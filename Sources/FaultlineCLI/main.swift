@@ -118,6 +118,8 @@ case .serve(let options):
     configuration.scenarioPaths = paths
     configuration.tls = options.tls
     configuration.proxy = options.proxy
+    configuration.adminPort = options.adminPort
+    configuration.conditions = options.conditions
     configuration.onReload = { reload in
         FileHandle.standardError.write(Data("faultline: \(reload)\n".utf8))
     }
@@ -151,6 +153,9 @@ case .serve(let options):
     if let portFile = options.tlsPortFile, let port = server.tlsPort { writePortFile(portFile, port) }
     print("listening on \(server.baseURL.absoluteString)")
     if let httpsURL = server.httpsURL { print("listening on \(httpsURL.absoluteString)") }
+    if let adminPort = server.adminPort {
+        print("admin on http://\(options.host.contains(":") ? "[\(options.host)]" : options.host):\(adminPort)")
+    }
     // stdout is a pipe when a test suite starts us: flush so the first line arrives now, not at exit.
     fflush(nil)
     let routes = scenarios.reduce(0) { $0 + $1.routes.count }

@@ -39,6 +39,8 @@ public struct FaultlineRemote: FaultlineControl {
         ("GET", "/__faultline/resources", "resources()"),
         ("POST", "/__faultline/resources/change", "changeResource(_:)"),
         ("POST", "/__faultline/record/stop", "stopRecording()"),
+        ("GET", "/__faultline/network", "network()"),
+        ("POST", "/__faultline/network", "changeNetwork(_:)"),
         ("POST", "/__faultline/shutdown", "shutdown()"),
         ("GET", "/__faultline/openapi.json", "openAPIDocument()"),
     ]
@@ -185,6 +187,21 @@ public struct FaultlineRemote: FaultlineControl {
         var body: [UInt8] = []
         change.serialize(into: &body)
         return try Self.parse(try await send("POST", "resources/change", body: Data(body)), "POST /__faultline/resources/change")
+    }
+
+    // MARK: - Network
+
+    /// `GET /__faultline/network`: the listener's state, the conditions, a freeze, the timeline's progress.
+    public func network() async throws -> JSONValue { try await call("GET", "network") }
+
+    /// `POST /__faultline/network`: `change` is `{"listener"?, "connections"?, "conditions"?, "forMs"?}` (a timeline
+    /// phase's fields; `forMs` puts the network back after that long, since this client cannot reach a refusing port
+    /// to do it). Returns the state after it, with the journal's record of the change under `change`.
+    @discardableResult
+    public func changeNetwork(_ change: JSONValue) async throws -> JSONValue {
+        var body: [UInt8] = []
+        change.serialize(into: &body)
+        return try Self.parse(try await send("POST", "network", body: Data(body)), "POST /__faultline/network")
     }
 
     // MARK: - The server

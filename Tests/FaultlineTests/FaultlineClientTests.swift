@@ -71,6 +71,11 @@ import FoundationNetworking
                 #expect(failure.status == 409)
             }
         },
+        "network()": { let network = try await $0.network(); #expect(network["listener"] == .string("up")) },
+        "changeNetwork(_:)": {
+            let changed = try await $0.changeNetwork(.object([("connections", .object([("freezeMs", .int(10))]))]))
+            #expect(changed["change"]?["connections"] == .string("freeze 10 ms"))
+        },
         "shutdown()": { try await $0.shutdown() },
         "openAPIDocument()": { let served = try await $0.openAPIDocument(); #expect(served == (try Data(contentsOf: openAPIFile))) },
     ]

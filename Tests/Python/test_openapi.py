@@ -55,6 +55,9 @@ CONFIG = schemathesis.Config.from_dict({
         {"include-operation-id": "changeResource",
          "checks": {"positive_data_acceptance": {"expected-statuses": ["200", "400", "404"]}}},
         # 409 is the documented answer while no loaded scenario declares auth.
+        # A change that carries out nothing (no listener, connections or conditions) is refused with 400.
+        {"include-operation-id": "changeNetwork",
+         "checks": {"positive_data_acceptance": {"expected-statuses": ["200", "400"]}}},
         {"include-operation-id": "expireToken",
          "checks": {"positive_data_acceptance": {"expected-statuses": ["200", "409"]}}},
     ],
@@ -151,7 +154,20 @@ def cap_wait(case):
 def test_admin_api_conforms_to_its_openapi_description(case, seeded_server):
     if case.operation.path == "/__faultline/requests/wait":
         cap_wait(case)
+    if case.operation.path == "/__faultline/network" and case.method == "POST":
+        keep_reachable(case)
     case.call_and_validate(base_url=seeded_server.url)
+
+
+def keep_reachable(case):
+    """A valid generated network change may refuse the port or freeze every new connection, and the operation's
+    next requests would find no server: every one gets `forMs` 1 (the network is back 1 ms later) and a valid listener
+    other than `up` becomes `up`. Invalid bodies go out as generated and must still be refused."""
+    if isinstance(case.body, dict):
+        if case.body.get("listener") in ("refuse", "blackhole", "reset-on-accept", "stall"):
+            case.body["listener"] = "up"
+        if "forMs" not in case.body or type(case.body["forMs"]) is int and 1 <= case.body["forMs"] <= 600_000:
+            case.body["forMs"] = 1
 
 
 def test_shutdown_conforms_and_stops_the_server(faultline):

@@ -78,3 +78,14 @@ enum SocketOptions {
         return asked == nil || available > 0
     }
 }
+
+extension SocketOptions {
+    /// `SOCK_STREAM` as `socket(2)` takes it (an enum on Glibc, an integer on Darwin).
+    static var streamType: Int32 {
+        #if canImport(Glibc)
+        return Int32(SOCK_STREAM.rawValue)
+        #else
+        return SOCK_STREAM
+        #endif
+    }
+}

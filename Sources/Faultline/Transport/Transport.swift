@@ -57,7 +57,12 @@ final class TCPTransport: Transport {
     private let loop: EventLoop
     @exclusivity(unchecked) private var readEvent: OpaquePointer?
     @exclusivity(unchecked) private var bufferEvent: OpaquePointer?
+    /// Whether the read event is armed now.
     @exclusivity(unchecked) private var reading = true
+    /// Whether the codec wants input (`setReading`); a shaper may still hold reading off.
+    @exclusivity(unchecked) private var wantsReading = true
+    /// Network conditions on this connection (ARCHITECTURE §3b); nil while none apply, the fast path.
+    @exclusivity(unchecked) private(set) var shaper: Shaper?
     /// Set once a write had to queue: before that, `pendingOutput` costs no libevent call.
     @exclusivity(unchecked) private var queueing = false
     @exclusivity(unchecked) private var failed = false
@@ -76,7 +81,8 @@ final class TCPTransport: Transport {
         bufferEvent = bufferevent_socket_new(loop.base, fd, 0)
         let context = Unmanaged.passUnretained(self).toOpaque()
         bufferevent_setcb(bufferEvent, nil, { _, context in
-            TCPTransport.recover(context).delegate?.transportDrained()
+            let transport = TCPTransport.recover(context)
+            if let shaper = transport.shaper { shaper.socketDrained() } else { transport.delegate?.transportDrained() }
         }, { _, events, context in
             let transport = TCPTransport.recover(context)
             if events & Int16(BEV_EVENT_ERROR) != 0 || events & Int16(BEV_EVENT_EOF) != 0 {
@@ -97,19 +103,9 @@ final class TCPTransport: Transport {
     }
 
     private func readable() {
-        let result: IOResult<Int>
-        do {
-            result = try syscall("recv") { scratch.withBytes { recv(fd, $0.baseAddress, $0.count, 0) } }
-        } catch {
-            // ECONNRESET and friends: stop reading, as a bufferevent would.
-            stopReading()
-            failed = true
-            delegate?.transportFailed()
-            return
-        }
-        guard case .processed(let count) = result else { return }
+        if let shaper { return shapedReadable(shaper) }
+        guard let count = receive(limit: Int.max) else { return }
         if count == 0 {
-            stopReading()
             delegate?.transportPeerFinished()
             return
         }
@@ -118,12 +114,63 @@ final class TCPTransport: Transport {
         }
     }
 
+    /// `readable` under network conditions: at most what the uplink budget allows, handed to the shaper.
+    private func shapedReadable(_ shaper: Shaper) {
+        let allowance = scratch.withBytes { shaper.readAllowance($0.count) }
+        guard allowance > 0 else { return updateReadInterest() }
+        guard let count = receive(limit: allowance) else { return }
+        if count == 0 { return shaper.received(nil) }
+        scratch.withBytes { buffer in shaper.received(UnsafeRawBufferPointer(rebasing: buffer[0..<count])) }
+        if !isClosed { updateReadInterest() }
+    }
+
+    /// One `recv` of at most `limit` bytes into the scratch buffer: the count (0: the peer's FIN; reading stops), or
+    /// nil when there was nothing after all or the peer failed (reported to the delegate: ECONNRESET and friends stop
+    /// reading, as a bufferevent would).
+    @inline(__always)
+    private func receive(limit: Int) -> Int? {
+        let result: IOResult<Int>
+        do {
+            result = try syscall("recv") { scratch.withBytes { recv(fd, $0.baseAddress, min(limit, $0.count), 0) } }
+        } catch {
+            stopReading()
+            failed = true
+            delegate?.transportFailed()
+            return nil
+        }
+        guard case .processed(let count) = result else { return nil }
+        if count == 0 { stopReading() }
+        return count
+    }
+
     private func stopReading() {
         if let readEvent { event_del(readEvent) }
         reading = false
+        wantsReading = false
     }
 
+    /// Arms or disarms the read event: the codec's wish, unless the shaper holds reading off.
+    func updateReadInterest() {
+        guard let readEvent else { return }
+        let armed = wantsReading && (shaper?.allowsReading ?? true)
+        guard armed != reading else { return }
+        if armed { event_add(readEvent, nil) } else { event_del(readEvent) }
+        reading = armed
+    }
+
+    var isClosed: Bool { bufferEvent == nil && readEvent == nil }
+
     func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        if let shaper {
+            guard bufferEvent != nil, !failed else { return false }
+            if !bytes.isEmpty { shaper.enqueue(bytes) }
+            return true
+        }
+        return sendNow(bytes)
+    }
+
+    /// Writes to the socket now, queueing on the bufferevent what the kernel does not take.
+    func sendNow(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard let bufferEvent, !failed else { return false }
         guard !bytes.isEmpty else { return true }
         var sent = 0
@@ -153,6 +200,12 @@ final class TCPTransport: Transport {
     }
 
     var pendingOutput: Int {
+        guard let shaper else { return socketPendingOutput }
+        return socketPendingOutput + shaper.queuedBytes
+    }
+
+    /// Bytes the bufferevent holds because the kernel did not take them.
+    var socketPendingOutput: Int {
         guard queueing, let bufferEvent else { return 0 }
         return evbuffer_get_length(bufferevent_get_output(bufferEvent))
     }
@@ -167,18 +220,62 @@ final class TCPTransport: Transport {
     }
 
     func shutdownWrite() {
+        if let shaper, shaper.shutdownWriteWhenSent() { return }
+        shutdownNow()
+    }
+
+    func shutdownNow() {
         _ = try? syscall("shutdown", blocking: true) { shutdown(fd, Int32(SHUT_WR)) }
     }
 
     func setReading(_ enabled: Bool) {
-        guard let readEvent, enabled != reading else { return }
-        if enabled { event_add(readEvent, nil) } else { event_del(readEvent) }
-        reading = enabled
+        if shaper == nil {
+            guard let readEvent, enabled != reading else { return }
+            if enabled { event_add(readEvent, nil) } else { event_del(readEvent) }
+            reading = enabled
+            wantsReading = enabled
+            return
+        }
+        wantsReading = enabled
+        updateReadInterest()
+    }
+
+    // MARK: - Network conditions
+
+    /// Shapes this connection from now on (nil: no more shaping; what is held still goes).
+    func applyShape(_ shape: LinkShape?) {
+        guard !isClosed else { return }
+        if shape == nil, shaper == nil { return }
+        ensureShaper().setShape(shape)
+    }
+
+    /// No byte either way for `milliseconds`.
+    func freeze(milliseconds: Int) {
+        guard !isClosed else { return }
+        ensureShaper().freeze(milliseconds: milliseconds)
+    }
+
+    /// Ends a freeze now.
+    func thaw() { shaper?.thaw() }
+
+    private func ensureShaper() -> Shaper {
+        if let shaper { return shaper }
+        let created = Shaper(transport: self, loop: loop)
+        shaper = created
+        return created
+    }
+
+    /// The shaper has nothing more to do: back to the fast path.
+    func detachShaper() {
+        shaper = nil
+        updateReadInterest()
     }
 
     func close(abortive: Bool) {
         if abortive { SocketOptions.abortOnClose(fd) }
         guard bufferEvent != nil || readEvent != nil else { return }
+        shaper?.close()
+        shaper = nil
         if let readEvent { event_free(readEvent) }
         readEvent = nil
         // bufferevent_free deletes its events now (its memory goes in a finalizer later), so the descriptor can

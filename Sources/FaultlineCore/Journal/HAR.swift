@@ -14,7 +14,7 @@ package enum HAR {
                 ("version", .string("1.2")),
                 ("creator", .object([("name", .string("Faultline")), ("version", .string(creatorVersion))])),
                 ("pages", .array([])),
-                ("entries", .array(entries.map(entry))),
+                ("entries", .array(entries.filter { !$0.isNetworkChange }.map(entry))),
             ])),
         ])
     }

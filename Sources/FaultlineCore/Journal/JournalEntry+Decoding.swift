@@ -42,6 +42,7 @@ extension JournalEntry {
         if let record = json["websocket"], record != .null {
             websocket = WebSocketRecord(json: record, start: receivedAtMonotonicNanos)
         }
+        if let record = json["network"], record != .null { network = NetworkRecord(json: record) }
         route = string(json["route"]).map { DecisionSource(journalText: $0, scenario: scenario, resource: resource?.id) }
         answeredBy = string(json["answeredBy"]).flatMap(PolicyAnswer.init(journalText:))
         step = int(json["step"])

@@ -71,6 +71,7 @@ public struct JournalEntry: Sendable {
         var resource: ResourceRecord? = nil
         var websocket: WebSocketRecord? = nil
         var proxy: ProxyRecord? = nil
+        var network: NetworkRecord? = nil
     }
 
     private final class Storage: @unchecked Sendable {
@@ -246,6 +247,14 @@ public struct JournalEntry: Sendable {
         get { storage.fields.proxy }
         set { unique.fields.proxy = newValue }
     }
+    /// The network (ARCHITECTURE §3b): a change (an entry of kind `network`), a connection attempt the listener's
+    /// state answered, or the conditions that shaped a request's connection.
+    public var network: NetworkRecord? {
+        get { storage.fields.network }
+        set { unique.fields.network = newValue }
+    }
+    /// A network change: not a request, no connection.
+    public var isNetworkChange: Bool { storage.fields.network?.event == .change }
     /// The journal's `protocol`: `http/1.1`, `h2`, `h2c` (HTTP/2 without TLS), or `websocket` (an upgrade that
     /// was accepted).
     public var protocolName: String {
@@ -286,7 +295,7 @@ extension JournalEntry {
     public func json() -> JSONValue {
         var members: [(key: String, value: JSONValue)] = [
             ("sequence", .int(sequence)),
-            ("kind", .string(isConnectionEntry ? "connection" : "request")),
+            ("kind", .string(isNetworkChange ? "network" : isConnectionEntry ? "connection" : "request")),
             ("receivedAt", .string(Self.iso8601(receivedAtWall))),
             ("receivedAtMonotonicMs", .double(Double(receivedAtMonotonicNanos) / 1_000_000)),
             ("connection", .object([
@@ -300,7 +309,7 @@ extension JournalEntry {
             ("path", head.map { .string($0.path) } ?? .null),
             ("httpVersion", head.map { .string($0.version.description) } ?? .null),
             ("requestLine", .string(requestLine)),
-            ("protocol", isConnectionEntry && exchangeProtocol == .http1 ? .null : .string(protocolName)),
+            ("protocol", (isConnectionEntry || isNetworkChange) && exchangeProtocol == .http1 ? .null : .string(protocolName)),
             ("stream", stream.map(JSONValue.int) ?? .null),
             ("http2", http2?.json() ?? .null),
             ("tls", tls?.json() ?? .null),
@@ -327,6 +336,7 @@ extension JournalEntry {
         if let resource { members.append(("resource", resource.json())) }
         if let websocket { members.append(("websocket", websocket.json(since: receivedAtMonotonicNanos))) }
         if let proxy { members.append(("proxy", proxy.json())) }
+        if let network { members.append(("network", network.json())) }
         if let unmatched {
             members.append(("nearest", .object([
                 ("route", unmatched.nearestRoute.map(JSONValue.string) ?? .null),

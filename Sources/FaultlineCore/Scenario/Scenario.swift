@@ -26,6 +26,8 @@ public struct Scenario: Sendable, Equatable {
     /// Forward to a real upstream (ARCHITECTURE §4d): the `proxy` steps of its routes and, unless `unmatched`
     /// says 404, the requests no route takes.
     public var proxy: ProxyConfig?
+    /// Network phases (ARCHITECTURE §3b): listener states, connection drops and freezes, conditions, in order.
+    public var timeline: [TimelinePhase] = []
 
     public init(
         name: String, description: String? = nil, seed: UInt64 = 0, routes: [Route],

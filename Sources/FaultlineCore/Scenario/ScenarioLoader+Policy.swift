@@ -197,10 +197,11 @@ extension ScenarioLoader.Reader {
         let flags = [
             "honorsRetryAfter", "singleFlightRefresh", "noDuplicateSideEffects", "retriesOnlyReplayable", "noRetryOn4xx",
             "retriesOnlyUnprocessed", "revalidatesWithValidators", "resumesDownloads", "conditionalWrites",
-            "honorsRetryAfterOnUpgrade",
+            "honorsRetryAfterOnUpgrade", "backsOffDuringOutage",
         ]
         guard let fields = fields(value, at: path, known: flags + ["maxRefreshes", "maxAttempts", "backoff", "logicalRequest",
-                                                                  "resubscribes", "heartbeatMs", "reconnectBackoff"])
+                                                                  "resubscribes", "heartbeatMs", "reconnectBackoff",
+                                                                  "noRequestStorm"])
         else { return nil }
         var expect = Expectations()
         func flag(_ key: String) -> Bool { fields[key].flatMap { bool($0, at: fields.path(key)) } ?? false }
@@ -222,6 +223,20 @@ extension ScenarioLoader.Reader {
             }
         }
         expect.honorsRetryAfterOnUpgrade = flag("honorsRetryAfterOnUpgrade")
+        expect.backsOffDuringOutage = flag("backsOffDuringOutage")
+        switch fields["noRequestStorm"] {
+        case nil, .bool(false)?: break
+        case .bool(true)?: expect.noRequestStorm = StormLimit()
+        case let value?:
+            if let storm = self.fields(value, at: fields.path("noRequestStorm"), known: ["max", "withinMs"]) {
+                var limit = StormLimit()
+                if let max = storm["max"].flatMap({ integer($0, at: storm.path("max"), in: 1...1_000_000) }) { limit.max = max }
+                if let within = storm["withinMs"].flatMap({
+                    integer($0, at: storm.path("withinMs"), in: 1...ScenarioLoader.maxDelayMilliseconds)
+                }) { limit.withinMilliseconds = within }
+                expect.noRequestStorm = limit
+            }
+        }
         if let value = fields["resubscribes"], let elements = array(value, at: fields.path("resubscribes")) {
             if elements.isEmpty { report(fields.path("resubscribes"), "name at least one message (a body matcher)") }
             expect.resubscribes = elements.enumerated().compactMap { bodyMatcher($1, at: "\(fields.path("resubscribes"))[\($0)]") }

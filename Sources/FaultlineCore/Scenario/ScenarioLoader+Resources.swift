@@ -129,19 +129,25 @@ extension ScenarioLoader.Reader {
     /// `{"size": N}` (bytes, or a string such as `"64MiB"`).
     private mutating func generatedBody(_ value: JSONValue, at path: String) -> Int? {
         guard let fields = fields(value, at: path, known: ["size"]), let size = required(fields, "size") else { return nil }
-        let sizePath = fields.path("size")
-        if case .string(let text) = size {
+        return byteSize(size, at: fields.path("size"), in: 0...ScenarioLoader.maxGeneratedBytes)
+    }
+
+    /// A number of bytes, or a string such as `"64MiB"` (`suffix`, e.g. `/s`, may follow the unit).
+    mutating func byteSize(_ value: JSONValue, at path: String, in range: ClosedRange<Int>, suffix: String = "") -> Int? {
+        if case .string(let whole) = value {
+            let text = whole.hasSuffix(suffix) ? String(whole.dropLast(suffix.count)) : whole
             let units: [(String, Int)] = [("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("B", 1)]
-            for (suffix, factor) in units where text.hasSuffix(suffix) {
-                if let count = Int(text.dropLast(suffix.count)), count >= 0, count <= ScenarioLoader.maxGeneratedBytes / factor {
+            for (unit, factor) in units where text.hasSuffix(unit) {
+                if let count = Int(text.dropLast(unit.count)), range.contains(count * factor), count <= range.upperBound / factor {
                     return count * factor
                 }
                 break
             }
-            report(sizePath, "\(ScenarioLoader.quoted(text)) is not a size: a number of bytes, or a number with KiB, MiB or GiB")
+            report(path, "\(ScenarioLoader.quoted(whole)) is not a size: a number of bytes, or a number with KiB, MiB or GiB"
+                + (suffix.isEmpty ? "" : ", then \(suffix)"))
             return nil
         }
-        return integer(size, at: sizePath, in: 0...ScenarioLoader.maxGeneratedBytes)
+        return integer(value, at: path, in: range)
     }
 
     /// A header value from a scenario: no CR, LF or NUL.

@@ -1,6 +1,6 @@
 extension ScenarioLoader {
     /// The longest delay a step may ask for: ten minutes, longer than any client timeout worth testing.
-    static let maxDelayMilliseconds = 600_000
+    package static let maxDelayMilliseconds = 600_000
     /// The largest `file` body: big enough for any fixture, small enough to keep every scenario in memory.
     static let maxFileBodyBytes = 10 * 1024 * 1024
     static let bodyKeys = ["json", "text", "base64", "file"]

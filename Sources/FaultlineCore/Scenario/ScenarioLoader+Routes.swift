@@ -6,7 +6,7 @@ extension ScenarioLoader.Reader {
         guard let fields = fields(
             document, at: "",
             known: ["name", "description", "seed", "routes", "connections", "auth", "rateLimits", "expect", "tls",
-                    "http2", "resources", "proxy"],
+                    "http2", "resources", "proxy", "timeline"],
             ignored: ["$schema"]
         ) else { return nil }
 
@@ -39,6 +39,9 @@ extension ScenarioLoader.Reader {
         let tls = fields["tls"].flatMap { tlsSection($0, at: fields.path("tls")) }
         let http2 = fields["http2"].flatMap { http2Section($0, at: fields.path("http2")) }
         let proxy = fields["proxy"].flatMap { proxySection($0, at: fields.path("proxy"), scenarioLevel: true) }
+        let timeline = fields["timeline"].map {
+            self.timeline($0, at: fields.path("timeline"), routeIDs: Set(routes.map(\.id)))
+        } ?? []
 
         guard errors.isEmpty, let name else { return nil }
         var scenario = Scenario(
@@ -51,6 +54,7 @@ extension ScenarioLoader.Reader {
         scenario.http2 = http2
         scenario.resources = resources
         scenario.proxy = proxy
+        scenario.timeline = timeline
         return scenario
     }
 

@@ -63,6 +63,13 @@ public enum ScenarioLoader {
                 firstFileByName[scenario.name] = scenario.sourceFile
             }
         }
+        // The network is one: two timelines would fight over it.
+        let timed = scenarios.filter { !$0.timeline.isEmpty }
+        if timed.count > 1 {
+            errors.append(ScenarioError(
+                file: timed[1].sourceFile, jsonPath: "timeline",
+                message: "a second timeline: \(timed[0].sourceFile) has one already, and the network is one (put the phases in one scenario)"))
+        }
         if !errors.isEmpty {
             throw ScenarioLoadError(errors: errors)
         }

@@ -44,12 +44,28 @@ public struct Expectations: Sendable, Equatable {
     /// The client pings at least this often (ms) in every session, or ends a session whose server went silent
     /// within this long.
     public var heartbeatMilliseconds: Int?
+    /// After an outage ends, the client's requests and connection attempts are spread: no more than `max` within any
+    /// `withinMilliseconds` (ARCHITECTURE §3b).
+    public var noRequestStorm: StormLimit?
+    /// During an outage, the connection attempts the server can see come at growing intervals.
+    public var backsOffDuringOutage = false
     /// How attempts of the same logical request are recognised.
     public var logicalKey: LogicalRequestKey = .methodPathAndIdempotencyKey
 
     public init() {}
 
     public var isEmpty: Bool { self == Expectations() }
+}
+
+/// `noRequestStorm`'s limit: at most `max` arrivals within any `withinMilliseconds` after an outage ends.
+public struct StormLimit: Sendable, Equatable {
+    public var max = 10
+    public var withinMilliseconds = 1000
+
+    public init(max: Int = 10, withinMilliseconds: Int = 1000) {
+        self.max = max
+        self.withinMilliseconds = withinMilliseconds
+    }
 }
 
 /// How the verdicts group attempts into one logical request.

@@ -44,6 +44,8 @@ package struct VerdictInput: Sendable {
     package var idempotencyHeaders: [String: String]
     /// The routes with a WebSocket step: their requests are connection attempts.
     package var webSocketRoutes: Set<String> = []
+    /// The network's changes and the connection attempts its listener answered (ARCHITECTURE §3b), oldest first.
+    package var network: [JournalEntry] = []
 
     package init(
         entries: [JournalEntry], retryAfter: [RetryAfterTracker.Observation] = [], refreshCalls: Int? = nil,
@@ -95,6 +97,10 @@ package enum Verdicts {
         if expect.reconnectBackoff { verdicts.append(WebSocketVerdicts.reconnectBackoff(input, jitter: expect.reconnectJitter)) }
         if let messages = expect.resubscribes { verdicts.append(WebSocketVerdicts.resubscribes(input, messages)) }
         if let limit = expect.heartbeatMilliseconds { verdicts.append(WebSocketVerdicts.heartbeat(input, limit)) }
+        if let storm = expect.noRequestStorm {
+            verdicts.append(NetworkVerdicts.noRequestStorm(input, max: storm.max, withinMilliseconds: storm.withinMilliseconds))
+        }
+        if expect.backsOffDuringOutage { verdicts.append(NetworkVerdicts.backsOffDuringOutage(input)) }
         return verdicts
     }
 
@@ -414,6 +420,7 @@ extension Engine {
             entries: journal.filter { $0.malformed == nil }, retryAfter: policy.retryAfter.observations,
             refreshCalls: policy.authority?.refreshCalls, maxRefreshesInFlight: policy.authority?.maxRefreshesInFlight,
             idempotencyHeaders: headers)
+        input.network = journal.filter { $0.network.map { $0.event != .shaped } ?? false }
         for scenario in scenarios {
             for route in scenario.routes where route.responses.contains(where: { $0.websocket != nil }) {
                 input.webSocketRoutes.insert(route.id)

@@ -36,8 +36,13 @@ final class RawClient {
             }
         }
         guard result == 0 else {
+            let error = errno
             close(fd)
-            throw Failure(description: "connect to \(host):\(port): errno \(errno)")
+            // A class whose initializer throws after its properties are set still runs `deinit`: without this, the
+            // descriptor number would be closed twice, the second time under whoever got it next (another test's
+            // file: "Bad file descriptor" far from here).
+            fd = -1
+            throw Failure(description: "connect to \(host):\(port): errno \(error)")
         }
     }
 
