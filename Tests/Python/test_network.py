@@ -1,0 +1,691 @@
+"""Network conditions (issue #20, ARCHITECTURE §3b) end to end over real loopback sockets: listener states, what is
+done to open connections, per-connection shaping, a scenario's timeline, and the admin API's validation, against
+curl 7.88, Python requests / httpx, Go's net/http (Tests/Python/clients/goclient) and node 20's fetch (undici).
+
+What each client reports (measured here; the assertions pin it):
+
+| | refuse | blackhole (1 s timeout) | reset-on-accept | stall (1 s timeout) |
+|---|---|---|---|---|
+| curl | 7 "Couldn't connect to server" | 28 "Failed to connect … Timeout was reached" | 7 "Couldn't connect to server" | 28 "Operation timed out … 0 bytes received" |
+| requests | ConnectionError ← NewConnectionError ← ConnectionRefusedError | ConnectTimeout ← ConnectTimeoutError | ConnectionError ← ConnectionResetError (at connect or on the first read: a race on loopback) | ReadTimeout |
+| httpx | ConnectError ← ConnectionRefusedError | ConnectTimeout | ConnectError or ReadError ← ConnectionResetError | ReadTimeout |
+| Go | "dial tcp …: connect: connection refused" | Client.Timeout exceeded while awaiting headers, no connection | "connect: connection reset by peer" or "read: connection reset by peer", ECONNRESET | Client.Timeout exceeded while awaiting headers, one new connection |
+| node fetch | TypeError fetch failed ← ECONNREFUSED | TimeoutError (DOMException) | TypeError fetch failed ← ECONNRESET | TimeoutError (DOMException) |
+
+Waits are on conditions with deadlines (the journal's long-poll, a port that answers again); the few deliberate
+pauses are marked and only place a change *inside* an interval the assertion does not depend on.
+"""
+
+import concurrent.futures
+import http.client
+import json
+import random
+import socket
+import ssl
+import subprocess
+import threading
+import time
+import urllib.parse
+
+import httpx
+import pytest
+import requests
+
+from faults_support import exception_chain
+
+KIB = 1024
+MIB = 1024 * KIB
+# The issue's own tolerance for the shaped download times.
+SHAPED_TOLERANCE_S = 0.2
+
+SCENARIO = {
+    "name": "net",
+    "resources": [
+        {"id": "blob", "path": "/blob", "generated": {"size": "1MiB"}},
+        {"id": "quarter", "path": "/quarter", "generated": {"size": "256KiB"}},
+        {"id": "small", "path": "/small", "generated": {"size": 2000}},
+    ],
+    "routes": [
+        {"id": "hi", "match": {"method": ["GET", "HEAD"], "path": "/hi"}, "responses": [{"status": 200, "text": "hello"}]},
+        {"id": "slow", "match": {"path": "/slow"}, "responses": [{"status": 200, "delayMs": 1500, "text": "late"}]},
+        {"id": "upload", "match": {"method": "POST", "path": "/upload"}, "responses": [{"status": 200, "text": "got"}]},
+        {"id": "sync", "match": {"path": "/sync"}, "responses": [{"status": 200, "json": {"ok": True}}]},
+    ],
+}
+
+
+# -- helpers ---------------------------------------------------------------------------------------------------
+
+
+class AdminLink:
+    """One kept-alive connection to the admin API. The server exempts a connection whose latest request was an admin
+    call from drops, freezes and conditions, and an accepted connection outlives a listener that refuses or
+    blackholes, so a test can always put the network back through it."""
+
+    def __init__(self, port):
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+        self.conn.connect()
+        self.local = self.conn.sock.getsockname()
+
+    def call(self, method, path, body=None, expect=200):
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        self.conn.request(method, f"/__faultline/{path}", body=None if body is None else json.dumps(body), headers=headers)
+        response = self.conn.getresponse()
+        data = response.read()
+        assert response.status == expect, f"{method} {path} {body}: {response.status} {data!r}"
+        assert self.conn.sock is not None and self.conn.sock.getsockname() == self.local, "the admin connection was not kept"
+        return json.loads(data) if data else None
+
+    def journal(self, **filters):
+        query = urllib.parse.urlencode({k: str(v).lower() if isinstance(v, bool) else v for k, v in filters.items()})
+        return self.call("GET", "requests" + (f"?{query}" if query else ""))["requests"]
+
+    def wait_for(self, count, timeout_ms=5000, **filters):
+        """GET /requests/wait: fails unless `count` entries matching `filters` came within the deadline."""
+        filters = {k: str(v).lower() if isinstance(v, bool) else v for k, v in filters.items()}
+        query = urllib.parse.urlencode({**filters, "count": count, "timeoutMs": timeout_ms})
+        answer = self.call("GET", f"requests/wait?{query}")
+        assert answer["satisfied"], f"waited for {count} entries matching {filters}; saw {answer['requests']}"
+        return answer["requests"]
+
+    def network(self, expect=200, **change):
+        return self.call("POST", "network", change, expect=expect)
+
+    def state(self):
+        return self.call("GET", "network")
+
+    def close(self):
+        self.conn.close()
+
+
+@pytest.fixture
+def net(start_faultline, write_scenario):
+    """net(scenario=SCENARIO, args=()) -> a server with `.link`, an AdminLink to it."""
+    links = []
+
+    def start(scenario=None, args=(), extra=()):
+        server = start_faultline(write_scenario(scenario or SCENARIO), *extra, args=args)
+        server.link = AdminLink(server.port)
+        links.append(server.link)
+        return server
+
+    yield start
+    for link in links:
+        link.close()
+
+
+def journal(server, **filters):
+    """The journal through the admin link: a new connection would be refused, reset or frozen in an outage."""
+    return server.link.journal(**filters)
+
+
+def changes(server):
+    """The journal's network change entries, oldest first."""
+    return [e for e in journal(server) if e["kind"] == "network"]
+
+
+def attempts(server):
+    """The journal's connection entries a listener state answered (`network.event == "attempt"`)."""
+    return [e for e in journal(server, connection=True) if (e.get("network") or {}).get("event") == "attempt"]
+
+
+def port_accepts(port, timeout=0.2):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def wait_until(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"not within {timeout} s: {what}")
+
+
+class Outcome:
+    """What one client reported: ok (status, body length) or the error, and the wall time it took."""
+
+    def __init__(self, client, elapsed, status=None, size=None, error=None, detail=None):
+        self.client = client
+        self.elapsed = elapsed
+        self.status = status
+        self.size = size
+        self.error = error      # curl: exit code; Python: the exception chain's type names; Go/node: their JSON line
+        self.detail = detail    # curl: stderr; Python: the outermost message
+
+    def __repr__(self):
+        return f"{self.client}: {self.elapsed:.2f} s status={self.status} size={self.size} error={self.error} {self.detail!r}"
+
+
+def run_curl(url, timeout, *args):
+    started = time.monotonic()
+    done = subprocess.run(["curl", "-sS", "--max-time", str(timeout), "--connect-timeout", str(timeout), "-o", "/dev/null",
+                           "-w", "%{http_code} %{size_download} %{time_total}", *args, url],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=timeout + 20)
+    code, size, total = done.stdout.split()
+    outcome = Outcome("curl", time.monotonic() - started, int(code) or None, int(size), done.returncode, done.stderr.strip())
+    outcome.time_total = float(total)
+    return outcome
+
+
+def run_requests(url, timeout):
+    started = time.monotonic()
+    try:
+        response = requests.get(url, timeout=(timeout, timeout))
+        return Outcome("requests", time.monotonic() - started, response.status_code, len(response.content))
+    except Exception as error:  # the test compares the chain
+        return Outcome("requests", time.monotonic() - started, error=chain_names(error), detail=str(error))
+
+
+def run_httpx(url, timeout):
+    started = time.monotonic()
+    try:
+        response = httpx.get(url, timeout=timeout)
+        return Outcome("httpx", time.monotonic() - started, response.status_code, len(response.content))
+    except Exception as error:
+        return Outcome("httpx", time.monotonic() - started, error=chain_names(error), detail=str(error))
+
+
+def run_go(go_client, url, timeout):
+    started = time.monotonic()
+    done = subprocess.run([str(go_client), "-timeout", f"{timeout}s", url], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=timeout + 20)
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stdout.splitlines()
+    result = json.loads(line)
+    return Outcome("go", time.monotonic() - started, result.get("status"), result["bodyLength"],
+                   None if "error" not in result else result, result.get("error"))
+
+
+def run_node(node_fetch_client, url, timeout):
+    """Node's line, read as soon as it is printed: a fetch aborted while connecting keeps node alive until the
+    kernel gives up on the socket (it retransmits SYNs into a blackhole), so node is killed once it has spoken."""
+    started = time.monotonic()
+    process = subprocess.Popen([*node_fetch_client, "--timeout", str(int(timeout * 1000)), url], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    killer = threading.Timer(timeout + 20, process.kill)
+    killer.start()
+    try:
+        line = process.stdout.readline()
+        elapsed = time.monotonic() - started
+    finally:
+        killer.cancel()
+        process.kill()
+        process.communicate()
+    assert line, "node printed nothing"
+    result = json.loads(line)
+    return Outcome("node", elapsed, result.get("status"), result["bodyLength"],
+                   result.get("chain"), result.get("chain") and result["chain"][-1].get("message"))
+
+
+def chain_names(error):
+    return [f"{t.__module__}.{t.__name__}" for t in exception_chain(error)]
+
+
+def observe_all(url, timeout, go_client, node_fetch_client):
+    """Every client GETs url at once (each on its own connection); {client: Outcome}."""
+    runners = {
+        "curl": lambda: run_curl(url, timeout),
+        "requests": lambda: run_requests(url, timeout),
+        "httpx": lambda: run_httpx(url, timeout),
+        "go": lambda: run_go(go_client, url, timeout),
+        "node": lambda: run_node(node_fetch_client, url, timeout),
+    }
+    with concurrent.futures.ThreadPoolExecutor(len(runners)) as pool:
+        futures = {name: pool.submit(run) for name, run in runners.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
+# -- listener states -------------------------------------------------------------------------------------------
+
+
+def test_refuse_every_client_sees_connection_refused_and_nothing_is_journaled(net, go_client, node_fetch_client):
+    server = net()
+    answer = server.link.network(listener="refuse")
+    assert answer["listener"] == "refuse" and answer["outage"] is True
+    assert answer["change"] == {"event": "change", "source": "admin", "phase": None, "listener": "refuse",
+                                "connections": None, "freezeMs": None, "conditions": None, "outage": True, "error": None}
+    assert not port_accepts(server.port)
+    seen = observe_all(f"{server.url}/hi", 3, go_client, node_fetch_client)
+    for outcome in seen.values():
+        assert outcome.elapsed < 2.5, outcome   # refused at once, not a timeout
+    assert seen["curl"].error == 7 and "Couldn't connect to server" in seen["curl"].detail, seen["curl"]
+    assert seen["requests"].error[0] == "requests.exceptions.ConnectionError", seen["requests"]
+    assert "urllib3.exceptions.NewConnectionError" in seen["requests"].error
+    assert seen["requests"].error[-1] == "builtins.ConnectionRefusedError", seen["requests"]
+    assert seen["httpx"].error[0] == "httpx.ConnectError" and seen["httpx"].error[-1] == "builtins.ConnectionRefusedError"
+    go = seen["go"].error
+    assert go["phase"] == "do" and go["error"].endswith("connect: connection refused") and go["conns"] == [], go
+    assert "net.OpError:dial" in go["is"]
+    node = seen["node"].error
+    assert node[0]["message"] == "fetch failed" and node[-1]["code"] == "ECONNREFUSED", node
+    # Back up on the same port, through the kept admin connection.
+    assert server.link.network(listener="up")["listener"] == "up"
+    assert requests.get(f"{server.url}/hi", timeout=5).text == "hello"
+    seen_by_server = journal(server)
+    assert [e["kind"] for e in seen_by_server] == ["network", "network", "request"], seen_by_server
+    assert [e["network"]["listener"] for e in seen_by_server[:2]] == ["refuse", "up"]
+    assert not attempts(server)
+
+
+def test_blackhole_every_client_times_out_connecting_and_nothing_is_journaled(net, go_client, node_fetch_client):
+    server = net()
+    assert server.link.network(listener="blackhole")["change"]["error"] is None
+    seen = observe_all(f"{server.url}/hi", 1, go_client, node_fetch_client)
+    for outcome in seen.values():
+        assert 0.9 <= outcome.elapsed < 4, outcome   # the client's own timeout ended it
+    # With --max-time as short as --connect-timeout, curl words it "Connection timed out after 1001 milliseconds".
+    assert seen["curl"].error == 28 and "Connection timed out after" in seen["curl"].detail, seen["curl"]
+    assert seen["requests"].error[0] == "requests.exceptions.ConnectTimeout", seen["requests"]
+    assert "urllib3.exceptions.ConnectTimeoutError" in seen["requests"].error
+    assert seen["httpx"].error[0] == "httpx.ConnectTimeout", seen["httpx"]
+    go = seen["go"].error
+    assert go["timeout"] is True and "Client.Timeout exceeded while awaiting headers" in go["error"], go
+    assert go["conns"] == [], "no connection was ever made"
+    node = seen["node"].error
+    assert node[0]["name"] == "TimeoutError" and node[0]["constructor"] == "DOMException", node
+    assert server.link.network(listener="up")["outage"] is False
+    assert requests.get(f"{server.url}/hi", timeout=5).text == "hello"
+    seen_by_server = journal(server)
+    assert [e["kind"] for e in seen_by_server] == ["network", "network", "request"], seen_by_server
+    assert not attempts(server)
+
+
+def test_reset_on_accept_every_client_sees_a_reset_and_each_attempt_is_journaled(net, go_client, node_fetch_client):
+    server = net()
+    server.link.network(listener="reset-on-accept")
+    seen = observe_all(f"{server.url}/hi", 3, go_client, node_fetch_client)
+    for outcome in seen.values():
+        assert outcome.elapsed < 2.5, outcome
+    # The RST follows the accept at once: whether it reaches the client's connect() or its first read is a race
+    # on loopback, so both are accepted; the cause is always ECONNRESET.
+    assert seen["curl"].error in (7, 56), seen["curl"]
+    assert seen["requests"].error[0] == "requests.exceptions.ConnectionError", seen["requests"]
+    assert seen["requests"].error[-1] == "builtins.ConnectionResetError", seen["requests"]
+    assert seen["httpx"].error[0] in ("httpx.ConnectError", "httpx.ReadError", "httpx.RemoteProtocolError"), seen["httpx"]
+    assert seen["httpx"].error[-1] == "builtins.ConnectionResetError", seen["httpx"]
+    go = seen["go"].error
+    assert "ECONNRESET" in go["is"] and "connection reset by peer" in go["error"], go
+    node = seen["node"].error
+    assert node[0]["message"] == "fetch failed" and node[-1]["code"] == "ECONNRESET", node
+    # One attempt entry per client: none of them retried a new connection.
+    found = attempts(server)
+    assert len(found) == 5, found
+    for entry in found:
+        assert entry["kind"] == "connection" and entry["network"] == {"event": "attempt", "listener": "reset-on-accept"}
+        assert entry["response"]["outcome"] == "reset-sent", entry
+        assert entry["error"] == "connection reset on accept (network: reset-on-accept)"
+    assert not [e for e in journal(server) if e["kind"] == "request"]
+    server.link.network(listener="up")
+    assert requests.get(f"{server.url}/hi", timeout=5).text == "hello"
+    assert len(attempts(server)) == 5, "no attempt entry once the listener is up"
+
+
+def test_stall_every_client_times_out_reading_and_each_attempt_is_journaled(net, go_client, node_fetch_client):
+    server = net()
+    server.link.network(listener="stall")
+    seen = observe_all(f"{server.url}/hi", 1, go_client, node_fetch_client)
+    for outcome in seen.values():
+        assert 0.9 <= outcome.elapsed < 4, outcome
+    assert seen["curl"].error == 28 and "0 bytes received" in seen["curl"].detail, seen["curl"]
+    assert seen["requests"].error[0] == "requests.exceptions.ReadTimeout", seen["requests"]
+    assert seen["httpx"].error[0] == "httpx.ReadTimeout", seen["httpx"]
+    go = seen["go"].error
+    assert go["timeout"] is True and "awaiting headers" in go["error"] and go["conns"] == [False], go
+    assert seen["node"].error[0]["name"] == "TimeoutError", seen["node"]
+    found = attempts(server)
+    assert len(found) == 5, found
+    for entry in found:
+        assert entry["network"] == {"event": "attempt", "listener": "stall"} and entry["response"]["outcome"] == "completed"
+    # Nothing was read from a stalled connection: no request entry while it stalls.
+    assert not [e for e in journal(server) if e["kind"] == "request"]
+    server.link.network(listener="up")
+    assert requests.get(f"{server.url}/hi", timeout=5).text == "hello"
+
+
+def test_stall_released_in_time_serves_the_waiting_client(net):
+    server = net()
+    server.link.network(listener="stall", forMs=1000)
+    started = time.monotonic()
+    outcome = run_curl(f"{server.url}/hi", 10)
+    assert outcome.error == 0 and outcome.status == 200, outcome
+    assert 0.8 <= outcome.time_total <= 1.6, outcome
+    (attempt,) = attempts(server)
+    (request,) = server.link.wait_for(1, route="hi", completed=True)
+    assert attempt["connection"]["id"] == request["connection"]["id"], "the stalled connection itself was served"
+    assert request["receivedAtMonotonicMs"] - attempt["receivedAtMonotonicMs"] >= 750, (attempt, request)
+    restore = changes(server)[-1]["network"]
+    assert restore["source"] == "admin" and restore["phase"] == "after 1000 ms" and restore["listener"] == "up"
+    assert time.monotonic() - started < 5
+
+
+def test_refuse_with_for_ms_comes_back_on_the_same_port(net):
+    server = net()
+    started = time.monotonic()
+    server.admin_json("POST", "network", json={"listener": "refuse", "forMs": 700})
+    assert not port_accepts(server.port)
+    wait_until(lambda: port_accepts(server.port), 5, "the port answers again")
+    assert time.monotonic() - started >= 0.6
+    assert requests.get(f"{server.url}/hi", timeout=5).text == "hello"
+    state = server.admin_json("GET", "network")
+    assert state["listener"] == "up" and state["outage"] is False and state["conditions"] is None
+    back = changes(server)[-1]
+    assert back["network"]["source"] == "admin" and back["network"]["phase"] == "after 700 ms"
+    first = changes(server)[0]
+    assert 650 <= back["receivedAtMonotonicMs"] - first["receivedAtMonotonicMs"] <= 1000, (first, back)
+
+
+def test_refuse_twice_rebinds_each_time(net):
+    """The listening socket is closed and bound again: twice in a row, and TLS's port with it."""
+    server = net(args=["--tls-port", "0", "--tls-dir", "tls"])
+    for _ in range(2):
+        server.link.network(listener="refuse")
+        assert not port_accepts(server.port) and not port_accepts(server.tls_port)
+        server.link.network(listener="up")
+        assert port_accepts(server.port) and port_accepts(server.tls_port)
+    assert requests.get(f"{server.url}/hi", timeout=5).text == "hello"
+
+
+def test_a_client_queued_in_a_blackhole_is_served_when_it_comes_back_up(net):
+    server = net()
+    server.link.network(listener="blackhole", forMs=1000)
+    outcome = run_curl(f"{server.url}/hi", 10)
+    assert outcome.error == 0 and outcome.status == 200, outcome
+    # Its SYN was dropped until the listener came back at 1 s (then its retransmission got through).
+    assert 0.9 <= outcome.time_total <= 4.5, outcome
+    (request,) = journal(server, route="hi")
+    back = changes(server)[-1]
+    assert back["network"]["listener"] == "up" and request["sequence"] > back["sequence"]
+
+
+def test_blackhole_then_up_through_a_timeline_phase(net):
+    scenario = dict(SCENARIO, timeline=[
+        {"after": {"requests": 1, "route": "hi"}, "name": "dark", "listener": "blackhole"},
+        {"after": {"ms": 800}, "name": "light", "listener": "up"},
+    ])
+    server = net(scenario)
+    assert server.link.state()["timeline"] == {"scenario": "net", "phases": 2, "begun": 0}
+    assert requests.get(f"{server.url}/hi", timeout=5).text == "hello"
+    # The phase begins on the loop turn after the response: a fresh connection then waits for the light.
+    outcome = run_curl(f"{server.url}/hi", 10)
+    assert outcome.error == 0 and outcome.status == 200, outcome
+    phases = changes(server)
+    assert [(c["network"]["phase"], c["network"]["source"], c["network"]["outage"]) for c in phases] == [
+        ("dark", "timeline", True), ("light", "timeline", False)]
+    assert all(c["scenario"] == "net" for c in phases)
+    assert 780 <= phases[1]["receivedAtMonotonicMs"] - phases[0]["receivedAtMonotonicMs"] <= 1000
+    second = journal(server, route="hi")[1]
+    assert second["sequence"] > phases[1]["sequence"], "served only once the light came back"
+    assert server.link.state()["timeline"]["begun"] == 2
+
+
+# -- connections -----------------------------------------------------------------------------------------------
+
+
+def start_curl(url, *args, max_time=20):
+    return subprocess.Popen(["curl", "-sS", "--max-time", str(max_time), "-o", "/dev/null",
+                             "-w", "%{http_code} %{size_download} %{time_total}", *args, url],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+
+
+def finish_curl(process, timeout=30):
+    stdout, stderr = process.communicate(timeout=timeout)
+    code, size, total = stdout.split()
+    return process.returncode, int(code), int(size), float(total), stderr.strip()
+
+
+@pytest.mark.parametrize("action, curl_exit, message", [
+    ("drop", 56, "Connection reset by peer"),
+    ("drop-fin", 52, "Empty reply from server"),
+])
+def test_dropping_a_connection_waiting_for_a_delayed_response(net, action, curl_exit, message):
+    server = net()
+    process = start_curl(f"{server.url}/slow")
+    server.link.wait_for(1, route="slow")
+    answer = server.link.network(connections=action)
+    assert answer["change"]["connections"] == action and answer["listener"] == "up"
+    code, status, size, total, stderr = finish_curl(process)
+    assert (code, status, size) == (curl_exit, 0, 0) and message in stderr, stderr
+    assert total < 1.4, "dropped before the 1.5 s delay was over"
+    (entry,) = server.link.wait_for(1, route="slow", completed=True)
+    assert entry["response"]["bytesWritten"] == 0
+    # The admin link (its latest request an admin call) was not dropped: AdminLink checks its socket.
+    assert server.link.state()["listener"] == "up"
+
+
+def test_drop_reaches_python_clients_as_they_would_see_it(net):
+    server = net()
+    result = {}
+
+    def get():
+        try:
+            result["response"] = requests.get(f"{server.url}/slow", timeout=10)
+        except Exception as error:
+            result["error"] = error
+
+    thread = threading.Thread(target=get)
+    thread.start()
+    server.link.wait_for(1, route="slow")
+    server.link.network(connections="drop")
+    thread.join(10)
+    assert not thread.is_alive()
+    names = chain_names(result["error"])
+    assert names[0] == "requests.exceptions.ConnectionError" and names[-1] == "builtins.ConnectionResetError", names
+
+
+@pytest.mark.parametrize("action, curl_exits", [("drop", {18, 56}), ("drop-fin", {18})])
+def test_dropping_a_download_mid_body(net, action, curl_exits):
+    server = net()
+    server.link.network(conditions={"downlink": "256KiB/s"})
+    process = start_curl(f"{server.url}/blob")
+    server.link.wait_for(1, path="/blob")
+    time.sleep(1.0)  # deliberate: a quarter of the body is through; any point inside the 4 s download would do
+    server.link.network(connections=action)
+    code, status, size, total, stderr = finish_curl(process)
+    assert status == 200 and code in curl_exits, (code, stderr)
+    assert 128 * KIB <= size <= 768 * KIB, size
+    assert total < 3.0
+
+
+def test_a_request_sent_during_a_freeze_is_answered_when_it_ends(net):
+    server = net()
+    answer = server.link.network(connections={"freezeMs": 1000})
+    frozen_at = time.monotonic()
+    assert answer["change"]["freezeMs"] == 1000 and answer["change"]["connections"] == "freeze 1000 ms"
+    assert 0 < answer["frozenForMs"] <= 1000
+    outcome = run_curl(f"{server.url}/hi", 10)
+    done = time.monotonic() - frozen_at
+    assert outcome.error == 0 and outcome.status == 200, outcome
+    assert 0.9 <= done <= 1.3, done
+    assert server.link.state()["frozenForMs"] == 0
+
+
+def test_a_freeze_holds_an_open_keep_alive_connection_both_ways(net, raw_connect):
+    server = net()
+    connection = raw_connect(server.port)
+    connection.send("GET /hi HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert connection.read_responses(1)[0].body == b"hello"
+    server.link.network(connections={"freezeMs": 800})
+    frozen_at = time.monotonic()
+    connection.send("GET /hi HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert connection.read_responses(1, timeout=5)[0].body == b"hello"
+    assert 0.7 <= time.monotonic() - frozen_at <= 1.2
+    first, second = journal(server, route="hi")
+    assert second["connection"]["id"] == first["connection"]["id"]
+    # The request was not even read while frozen: the server received it when the freeze ended.
+    freeze = changes(server)[-1]
+    assert second["receivedAtMonotonicMs"] - freeze["receivedAtMonotonicMs"] >= 750, (freeze, second)
+
+
+def test_freeze_row_every_client_is_answered_after_a_one_second_freeze(net, go_client, node_fetch_client):
+    server = net()
+    server.link.network(connections={"freezeMs": 1000})
+    frozen_at = time.monotonic()
+    seen = observe_all(f"{server.url}/hi", 5, go_client, node_fetch_client)
+    for outcome in seen.values():
+        assert outcome.status == 200 and outcome.error in (None, 0), outcome
+        assert 0.8 <= outcome.elapsed <= 1.6, outcome
+    assert time.monotonic() - frozen_at <= 2.0
+    assert len(journal(server, route="hi")) == 5
+
+
+def test_offline_freezes_every_connection_until_the_conditions_change(net):
+    server = net()
+    answer = server.link.network(conditions="offline")
+    assert answer["outage"] is True and answer["conditions"]["frozen"] is True
+    process = start_curl(f"{server.url}/hi")
+    # The admin link is exempt: it answers at once while everything else is frozen.
+    wait_until(lambda: len(server.link.state()) > 0 and process.poll() is None, 1, "admin answers while offline")
+    time.sleep(0.5)  # deliberate: the request has had ample time to be served if offline did not hold it
+    assert process.poll() is None and not journal(server, route="hi")
+    server.link.network(conditions="none")
+    code, status, _, total, stderr = finish_curl(process)
+    assert (code, status) == (0, 200), stderr
+    assert total >= 0.45
+
+
+# -- shaping ---------------------------------------------------------------------------------------------------
+
+
+def test_one_mib_at_256_kib_per_second_takes_four_seconds(net):
+    server = net()
+    answer = server.link.network(conditions={"downlink": "256KiB/s"})
+    assert answer["conditions"]["downlinkBytesPerSecond"] == 256 * KIB and answer["conditions"]["name"] is None
+    outcome = run_curl(f"{server.url}/blob", 20)
+    assert outcome.error == 0 and outcome.size == MIB, outcome
+    assert abs(outcome.time_total - 4.0) <= SHAPED_TOLERANCE_S, outcome
+    (entry,) = server.link.wait_for(1, path="/blob", completed=True)
+    assert entry["network"] == {"event": "shaped", "conditions": "down 262144 B/s"}
+
+
+def test_one_mib_at_256_kib_per_second_with_a_one_second_freeze_takes_five_seconds(net):
+    server = net()
+    server.link.network(conditions={"downlink": "256KiB/s"})
+    process = start_curl(f"{server.url}/blob")
+    server.link.wait_for(1, path="/blob")
+    time.sleep(1.5)  # deliberate: the freeze lands mid-download; anywhere inside the 4 s would give the same total
+    server.link.network(connections={"freezeMs": 1000})
+    code, status, size, total, stderr = finish_curl(process)
+    assert (code, status, size) == (0, 200, MIB), stderr
+    assert abs(total - 5.0) <= SHAPED_TOLERANCE_S, total
+
+
+def test_shaped_download_row_every_client_takes_four_seconds(net, go_client, node_fetch_client):
+    server = net()
+    server.link.network(conditions={"downlink": "256KiB/s"})
+    seen = observe_all(f"{server.url}/blob", 20, go_client, node_fetch_client)
+    for outcome in seen.values():
+        assert outcome.status == 200 and outcome.size == MIB, outcome
+        # Wall time of the whole client (process start-up included for curl, Go and node).
+        assert 3.8 <= outcome.elapsed <= 4.6, outcome
+    assert abs(seen["curl"].time_total - 4.0) <= SHAPED_TOLERANCE_S
+    assert len(server.link.wait_for(5, path="/blob", completed=True)) == 5
+
+
+@pytest.mark.parametrize("conditions, low, high", [
+    ({"latencyMs": 200}, 0.4, 0.8),            # each way: the request's arrival and the response's departure
+    ({"downlinkLatencyMs": 200}, 0.2, 0.5),
+    ({"uplinkLatencyMs": 300}, 0.3, 0.6),
+])
+def test_latency_is_added_to_a_small_request(net, conditions, low, high):
+    server = net()
+    server.link.network(conditions=conditions)
+    outcome = run_curl(f"{server.url}/hi", 10)
+    assert outcome.status == 200 and low <= outcome.time_total <= high, outcome
+
+
+def test_uplink_latency_delays_the_servers_receipt(net, raw_connect):
+    server = net()
+    connection = raw_connect(server.port)
+    connection.send("GET /hi HTTP/1.1\r\nHost: x\r\n\r\n")
+    connection.read_responses(1)
+    server.link.network(conditions={"uplinkLatencyMs": 300})
+    change = changes(server)[-1]
+    connection.send("GET /hi HTTP/1.1\r\nHost: x\r\n\r\n")
+    connection.read_responses(1)
+    second = journal(server, route="hi")[1]
+    assert second["receivedAtMonotonicMs"] - change["receivedAtMonotonicMs"] >= 300, (change, second)
+
+
+def test_uplink_cap_256_kib_post_at_128_kib_per_second_takes_two_seconds(net, tmp_path):
+    server = net()
+    server.link.network(conditions={"uplink": 128 * KIB})
+    body = tmp_path / "up.bin"
+    body.write_bytes(bytes(256 * KIB))
+    outcome = run_curl(f"{server.url}/upload", 20, "--data-binary", f"@{body}")
+    assert outcome.status == 200, outcome
+    assert 1.8 <= outcome.time_total <= 2.3, outcome
+    (entry,) = journal(server, route="upload")
+    assert entry["bodySize"] == 256 * KIB and entry["network"]["conditions"] == "up 131072 B/s"
+
+
+def test_slicing_spaces_a_small_body(net):
+    server = net()
+    server.link.network(conditions={"sliceBytes": 100, "sliceIntervalMs": 10})
+    outcome = run_curl(f"{server.url}/small", 10)
+    assert outcome.status == 200 and outcome.size == 2000, outcome
+    assert outcome.time_total >= 0.19, outcome   # 2000 body bytes (and a head) in 100-byte slices, 10 ms apart
+    assert outcome.time_total < 1.0, outcome
+    (entry,) = journal(server, path="/small")
+    assert entry["network"]["conditions"] == "slices of 100 B every 10 ms"
+
+
+PRESETS = {
+    "3g": (97500, 41250, 100, 100),
+    "edge": (30000, 25000, 400, 440),
+    "lte": (6250000, 1250000, 50, 65),
+    "very-bad": (125000, 125000, 500, 500),
+}
+
+
+def test_presets_appear_in_get_network(net):
+    server = net()
+    for name, (down, up, down_ms, up_ms) in PRESETS.items():
+        answer = server.link.network(conditions=name)
+        assert answer["change"]["conditions"] == name and answer["outage"] is False
+        assert server.link.state()["conditions"] == {
+            "name": name, "downlinkBytesPerSecond": down, "uplinkBytesPerSecond": up, "downlinkLatencyMs": down_ms,
+            "uplinkLatencyMs": up_ms, "sliceBytes": None, "sliceIntervalMs": 0, "frozen": False}
+    offline = server.link.network(conditions="offline")
+    assert offline["conditions"]["frozen"] is True and offline["outage"] is True
+    overridden = server.link.network(conditions={"preset": "3g", "latencyMs": 10})["conditions"]
+    assert overridden["name"] is None and overridden["downlinkBytesPerSecond"] == 97500
+    assert (overridden["downlinkLatencyMs"], overridden["uplinkLatencyMs"]) == (10, 10)
+    for none in ("none", None):
+        answer = server.link.network(conditions=none)
+        assert answer["conditions"] is None and answer["change"]["conditions"] is None
+
+
+def test_a_3g_request_is_shaped_and_journaled_as_such(net):
+    server = net()
+    server.link.network(conditions="3g")
+    outcome = run_curl(f"{server.url}/hi", 10)
+    assert outcome.status == 200 and 0.2 <= outcome.time_total <= 0.6, outcome
+    (entry,) = journal(server, route="hi")
+    assert entry["network"] == {"event": "shaped", "conditions": "3g"}
+    server.link.network(conditions=None)
+    run_curl(f"{server.url}/hi", 10)
+    assert "network" not in journal(server, route="hi")[1], "not shaped once the conditions are cleared"
+
+
+@pytest.mark.parametrize("how", ["https", "https-h2", "h2c"])
+def test_tls_and_http2_downloads_are_shaped(net, tmp_path, how):
+    server = net(args=["--tls-port", "0", "--tls-dir", tmp_path / "tls"])
+    server.link.network(conditions={"downlink": "256KiB/s"})
+    if how == "h2c":
+        url, args = f"{server.url}/quarter", ["--http2-prior-knowledge"]
+    else:
+        url = f"https://localhost:{server.tls_port}/quarter"
+        args = ["--cacert", str(tmp_path / "tls" / "ca.pem"), "--http2" if how == "https-h2" else "--http1.1"]
+    outcome = run_curl(url, 20, *args)
+    assert outcome.error == 0 and outcome.size == 256 * KIB, outcome
+    # 256 KiB at 256 KiB/s; TLS records and HTTP/2 frames add a little.
+    assert 0.9 <= outcome.time_total <= 1.35, outcome
+    (entry,) = server.link.wait_for(1, path="/quarter", completed=True)
+    assert entry["network"]["event"] == "shaped"
+    assert entry["protocol"] == {"https": "http/1.1", "https-h2": "h2", "h2c": "h2c"}[how], entry["protocol"]
+    assert (entry["tls"] is not None) == (how != "h2c")
