@@ -66,6 +66,8 @@ class AdminLink:
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
         self.conn.connect()
         self.local = self.conn.sock.getsockname()
+        # Exempt only once its latest request is an admin call: a fresh connection would be dropped like any other.
+        self.state()
 
     def call(self, method, path, body=None, expect=200):
         headers = {"Content-Type": "application/json"} if body is not None else {}
@@ -689,3 +691,219 @@ def test_tls_and_http2_downloads_are_shaped(net, tmp_path, how):
     assert entry["network"]["event"] == "shaped"
     assert entry["protocol"] == {"https": "http/1.1", "https-h2": "h2", "h2c": "h2c"}[how], entry["protocol"]
     assert (entry["tls"] is not None) == (how != "h2c")
+
+
+# -- timeline --------------------------------------------------------------------------------------------------
+
+
+def offline_timeline(listener):
+    """The issue's check: offline after the 3rd answered request to `sync`, for 2 s, then back at 3g."""
+    return [
+        {"after": {"requests": 3, "route": "sync"}, "name": "offline", "listener": listener, "connections": "drop"},
+        {"after": {"ms": 2000}, "name": "back", "listener": "up", "conditions": "3g"},
+    ]
+
+
+def sync_with_backoff(url, calls, seed=7):
+    """A careful client: every call retried on connection errors with exponential backoff and full jitter (50 ms
+    doubling to 800 ms). Returns (finished_at per call, [(failed_at, exception chain)])."""
+    session = requests.Session()
+    rng = random.Random(seed)
+    finished, failures = [], []
+    try:
+        for _ in range(calls):
+            delay = 0.05
+            deadline = time.monotonic() + 15
+            while True:
+                try:
+                    response = session.get(url, timeout=(1, 5))
+                    assert response.status_code == 200 and response.json() == {"ok": True}, response.text
+                    finished.append(time.monotonic())
+                    break
+                except requests.ConnectionError as error:
+                    failures.append((time.monotonic(), chain_names(error)))
+                    assert time.monotonic() < deadline, failures
+                    time.sleep(rng.uniform(0, delay))
+                    delay = min(delay * 2, 0.8)
+    finally:
+        session.close()
+    return finished, failures
+
+
+def check_outage_window(server):
+    """The two timeline changes ~2 s apart and the sync requests on each side; returns (offline, back) entries."""
+    offline, back = changes(server)
+    assert (offline["network"]["phase"], offline["network"]["source"], offline["network"]["outage"]) == ("offline", "timeline", True)
+    assert offline["network"]["connections"] == "drop"
+    assert (back["network"]["phase"], back["network"]["outage"], back["network"]["conditions"]) == ("back", False, "3g")
+    assert back["network"]["listener"] == "up" and offline["scenario"] == back["scenario"] == "net"
+    assert 1990 <= back["receivedAtMonotonicMs"] - offline["receivedAtMonotonicMs"] <= 2300, (offline, back)
+    syncs = journal(server, route="sync")
+    assert len(syncs) == 6 and all(e["response"]["status"] == 200 for e in syncs), syncs
+    assert [e["sequence"] < offline["sequence"] for e in syncs] == [True] * 3 + [False] * 3
+    assert all(e["sequence"] > back["sequence"] for e in syncs[3:])
+    assert [e.get("network") for e in syncs] == [None] * 3 + [{"event": "shaped", "conditions": "3g"}] * 3
+    return offline, back
+
+
+def test_timeline_offline_after_the_third_sync_then_back_at_3g_with_refuse(net):
+    server = net(dict(SCENARIO, timeline=offline_timeline("refuse")))
+    finished, failures = sync_with_backoff(f"{server.url}/sync", 6)
+    assert len(finished) == 6
+    assert failures, "the outage was seen"
+    for _, names in failures:
+        assert names[0] == "requests.exceptions.ConnectionError", names
+        assert names[-1] in ("builtins.ConnectionRefusedError", "builtins.ConnectionResetError"), names
+    # The 4th call succeeded within the outage (2 s) plus one backoff interval (at most 0.8 s) and some slack.
+    assert 1.8 <= finished[3] - finished[2] <= 3.3, finished
+    check_outage_window(server)
+    assert not attempts(server), "refused connections never reach the server"
+    assert server.link.state()["timeline"] == {"scenario": "net", "phases": 2, "begun": 2}
+
+
+def test_timeline_with_reset_on_accept_journals_each_attempt_during_the_outage(net):
+    server = net(dict(SCENARIO, timeline=offline_timeline("reset-on-accept")))
+    finished, failures = sync_with_backoff(f"{server.url}/sync", 6)
+    assert len(finished) == 6
+    for _, names in failures:
+        assert names[-1] == "builtins.ConnectionResetError", names
+    offline, back = check_outage_window(server)
+    found = attempts(server)
+    assert len(found) >= 2, "the backoff loop tried more than once in 2 s"
+    # Every failure was a new connection reset on accept (the dropped keep-alive connection is noticed as closed
+    # before reuse), and every attempt lies inside the outage.
+    assert len(found) == len(failures), (found, failures)
+    for entry in found:
+        assert offline["sequence"] < entry["sequence"] < back["sequence"]
+        assert entry["network"]["listener"] == "reset-on-accept" and entry["response"]["outcome"] == "reset-sent"
+
+
+def test_reset_restarts_the_timeline_and_puts_the_network_back_up(net):
+    server = net(dict(SCENARIO, timeline=offline_timeline("refuse")))
+    for _ in range(3):
+        assert requests.get(f"{server.url}/sync", timeout=5).status_code == 200
+    wait_until(lambda: server.link.state()["timeline"]["begun"] == 1, 2, "the offline phase begins")
+    assert server.link.state()["listener"] == "refuse" and not port_accepts(server.port)
+    assert server.link.call("POST", "scenarios/reset")["reset"] is True
+    state = server.link.state()
+    assert (state["listener"], state["outage"], state["timeline"]["begun"]) == ("up", False, 0)
+    reset = changes(server)[-1]["network"]
+    assert (reset["source"], reset["listener"], reset["outage"]) == ("reset", "up", False)
+    # Counting starts again: two requests do not trigger it, the third does.
+    for _ in range(2):
+        assert requests.get(f"{server.url}/sync", timeout=5).status_code == 200
+    assert server.link.state()["timeline"]["begun"] == 0
+    assert requests.get(f"{server.url}/sync", timeout=5).status_code == 200
+    wait_until(lambda: server.link.state()["timeline"]["begun"] == 1, 2, "the offline phase begins again")
+    assert not port_accepts(server.port)
+    # The 2 s phase was re-armed from the new offline phase, not from the first one.
+    wait_until(lambda: port_accepts(server.port), 4, "back after 2 s")
+    phases = [c["network"]["phase"] for c in changes(server) if c["network"]["source"] == "timeline"]
+    assert phases == ["offline", "offline", "back"], phases
+
+
+def test_a_timeline_timed_from_load_and_from_reset(net):
+    scenario = dict(SCENARIO, timeline=[{"after": {"ms": 0}, "name": "slow start", "conditions": {"latencyMs": 100}},
+                                        {"after": {"ms": 600}, "name": "clear", "conditions": "none"}])
+    server = net(scenario)
+    first = changes(server)[0]
+    assert (first["network"]["phase"], first["network"]["source"]) == ("slow start", "timeline")
+    wait_until(lambda: server.link.state()["timeline"]["begun"] == 2, 3, "the clear phase")
+    assert server.link.state()["conditions"] is None
+    server.link.call("POST", "scenarios/reset")
+    assert server.link.state()["conditions"] == {"name": None, "downlinkBytesPerSecond": None, "uplinkBytesPerSecond": None,
+                                                 "downlinkLatencyMs": 100, "uplinkLatencyMs": 100, "sliceBytes": None,
+                                                 "sliceIntervalMs": 0, "frozen": False}
+    assert server.link.state()["timeline"]["begun"] == 1
+
+
+def test_a_bad_timeline_is_a_load_error_naming_the_json_path(run_cli, write_scenario):
+    path = write_scenario(dict(SCENARIO, timeline=[
+        {"after": {"requests": 3, "route": "synk"}, "listener": "refuse"},
+        {"after": {"ms": 100}},
+        {"after": {"ms": 100, "requests": 2, "route": "sync"}, "listener": "up"},
+        {"after": {"ms": 100}, "conditions": "3G"},
+        {"after": {"ms": 100}, "listener": "refused", "connections": "dorp"},
+        {"listener": "up"},
+        {"after": {"requests": 0, "route": "sync"}, "conditions": {"downlink": "fast", "sliceIntervalMs": 5}},
+    ]))
+    done = run_cli("validate", path)
+    assert done.returncode == 1
+    lines = done.stdout + done.stderr
+    for expected in [
+        'timeline[0].after.route: no route has the id "synk"; did you mean "sync"?',
+        'timeline[1]: the phase changes nothing: give it "listener", "connections" or "conditions"',
+        'timeline[2].after: "ms" and "requests" cannot be combined',
+        'timeline[3].conditions: unknown conditions "3G"; did you mean "3g"?',
+        'timeline[4].listener: unknown listener state "refused"; did you mean "refuse"?',
+        'timeline[4].connections: unknown connections action "dorp"; did you mean "drop"?',
+        'timeline[5]: missing required key "after"',
+        'timeline[6].after.requests: must be between 1 and 2147483647, found 0',
+        'timeline[6].conditions.downlink: "fast" is not a size',
+        'timeline[6].conditions.sliceIntervalMs: needs "sliceBytes"',
+    ]:
+        assert f"{path.name}: {expected}" in lines, f"{expected!r} not in:\n{lines}"
+    serve = run_cli("serve", path, "--port", "0", timeout=20)
+    assert serve.returncode != 0 and 'did you mean "sync"' in serve.stdout + serve.stderr
+
+
+def test_only_one_scenario_may_have_a_timeline(run_cli, write_scenario):
+    first = write_scenario(dict(SCENARIO, timeline=offline_timeline("refuse")))
+    second = write_scenario({"name": "other", "routes": [{"id": "x", "match": {"path": "/x"}, "responses": [{"status": 204}]}],
+                             "timeline": [{"after": {"ms": 10}, "conditions": "3g"}]})
+    done = run_cli("validate", first.parent)
+    assert done.returncode == 1, done
+    text = done.stdout + done.stderr
+    assert ("other.json: timeline: a second timeline: " in text and "net.json has one already" in text), text
+
+
+# -- bad admin input -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("body, problems", [
+    ({"conditions": "lte2", "listener": "stal", "connections": {"freezeMs": 0}}, [
+        'listener: unknown listener state "stal"; did you mean "stall"?',
+        "connections.freezeMs: must be between 1 and 600000, found 0",
+        'conditions: unknown conditions "lte2"; did you mean "lte"?']),
+    ({"conditions": {"downlink": "fast", "sliceIntervalMs": 5, "preset": "edg"}}, [
+        'conditions.preset: unknown preset "edg"; did you mean "edge"?',
+        'conditions.downlink: "fast" is not a size: a number of bytes, or a number with KiB, MiB or GiB, then /s',
+        'conditions.sliceIntervalMs: needs "sliceBytes" (the size of the slices it spaces)']),
+    ({"connections": "dorp"}, ['connections: unknown connections action "dorp"; did you mean "drop"? (or {"freezeMs": N})']),
+    ({"conditions": {"latencyMs": -1, "uplink": 0}}, None),
+    ({"listener": "up", "bogus": 1}, ['unknown key "bogus"; expected one of "listener", "connections" or "conditions"']),
+])
+def test_a_bad_change_is_a_400_naming_json_paths(net, body, problems):
+    server = net()
+    response = server.admin("POST", "network", json=body)
+    assert response.status_code == 400, response.text
+    answer = response.json()
+    assert answer["error"] == "invalid network change"
+    if problems is None:
+        assert any(p.startswith("conditions.latencyMs:") for p in answer["problems"]), answer
+        assert any(p.startswith("conditions.uplink:") for p in answer["problems"]), answer
+    else:
+        assert sorted(answer["problems"]) == sorted(problems), answer
+    assert server.admin_json("GET", "network")["listener"] == "up" and not changes(server), "nothing changed"
+
+
+@pytest.mark.parametrize("body, message", [
+    ({"listener": "refuse", "forMs": 0}, "forMs: expected an integer between 1 and 600000"),
+    ({"listener": "refuse", "forMs": "1000"}, "forMs: expected an integer between 1 and 600000"),
+    ([], "the body must be a JSON object"),
+    ({}, "the change changes nothing"),
+    ({"forMs": 100}, "the change changes nothing"),
+])
+def test_other_bad_bodies_are_400s(net, body, message):
+    server = net()
+    response = server.admin("POST", "network", json=body)
+    assert response.status_code == 400 and message in response.json()["error"], response.text
+    assert server.admin_json("GET", "network")["listener"] == "up" and not changes(server)
+
+
+def test_get_network_shape_and_a_malformed_json_body(net):
+    server = net()
+    assert server.admin_json("GET", "network") == {"listener": "up", "conditions": None, "frozenForMs": None,
+                                                   "outage": False, "timeline": None}
+    response = server.admin("POST", "network", data=b"{not json", headers={"Content-Type": "application/json"})
+    assert response.status_code == 400 and "JSON object" in response.json()["error"]
