@@ -1025,3 +1025,51 @@ def test_verdicts_fail_for_a_client_that_hammers_during_the_outage(net):
     backoff = verdict(server, "backsOffDuringOutage")
     assert storm["outcome"] == "fail" and storm["evidence"], storm
     assert backoff["outcome"] == "fail" and backoff["evidence"], backoff
+
+
+def test_conditions_changed_mid_download_apply_to_the_bytes_still_held(net):
+    """1 MiB at 256 KiB/s, raised to 512 KiB/s after 1 s: 256 KiB in the first second, 768 KiB in 1.5 s more."""
+    server = net()
+    server.link.network(conditions={"downlink": "256KiB/s"})
+    process = start_curl(f"{server.url}/blob")
+    (entry,) = server.link.wait_for(1, path="/blob")
+    time.sleep(1.0)  # deliberate: the change lands 1 s in; the expected total is computed from when it landed
+    answer = server.link.network(conditions={"downlink": "512KiB/s"})
+    change = changes(server)[-1]
+    code, status, size, total, stderr = finish_curl(process)
+    assert (code, status, size) == (0, 200, MIB), stderr
+    first_part_s = (change["receivedAtMonotonicMs"] - entry["receivedAtMonotonicMs"]) / 1000
+    sent_first = first_part_s * 256 * KIB
+    expected = first_part_s + (MIB - sent_first) / (512 * KIB)
+    assert abs(total - expected) <= SHAPED_TOLERANCE_S, (total, expected, answer)
+
+
+def test_clearing_the_conditions_mid_download_lets_the_rest_go_at_once(net):
+    server = net()
+    server.link.network(conditions={"downlink": "256KiB/s"})
+    process = start_curl(f"{server.url}/blob")
+    server.link.wait_for(1, path="/blob")
+    time.sleep(1.0)  # deliberate: about a quarter is through
+    server.link.network(conditions="none")
+    code, status, size, total, stderr = finish_curl(process)
+    assert (code, status, size) == (0, 200, MIB), stderr
+    assert 0.9 <= total <= 1.5, total
+
+
+@pytest.mark.parametrize("listener, curl_exits, phrase", [
+    ("refuse", {7}, "Couldn't connect to server"),
+    ("blackhole", {28}, "timed out"),
+    ("reset-on-accept", {7, 35, 56}, ""),
+    ("stall", {28}, "timed out"),
+])
+def test_the_tls_port_follows_the_listener_state(net, tmp_path, listener, curl_exits, phrase):
+    server = net(args=["--tls-port", "0", "--tls-dir", tmp_path / "tls"])
+    server.link.network(listener=listener)
+    url = f"https://localhost:{server.tls_port}/hi"
+    outcome = run_curl(url, 1, "--cacert", str(tmp_path / "tls" / "ca.pem"))
+    assert outcome.error in curl_exits and phrase in outcome.detail, outcome
+    expected_attempts = 1 if listener in ("reset-on-accept", "stall") else 0
+    assert len(attempts(server)) == expected_attempts
+    server.link.network(listener="up")
+    outcome = run_curl(url, 5, "--cacert", str(tmp_path / "tls" / "ca.pem"))
+    assert outcome.error == 0 and outcome.status == 200, outcome
