@@ -704,10 +704,18 @@ def offline_timeline(listener):
     ]
 
 
-def sync_with_backoff(url, calls, seed=7):
+def sync_with_backoff(url, calls, seed=7, keep_alive=False):
     """A careful client: every call retried on connection errors with exponential backoff and full jitter (50 ms
-    doubling to 800 ms). Returns (finished_at per call, [(failed_at, exception chain)])."""
+    doubling to 800 ms). Returns (finished_at per call, [(failed_at, exception chain)]).
+
+    Without keep_alive each call takes a new connection (`Connection: close`). A phase triggered by the Nth answered
+    request begins on the server's next loop turn; a request on a kept-alive connection that arrives before that turn
+    (the server was descheduled between writing the Nth response and its next epoll_wait: seen on a loaded machine)
+    is dispatched first, in the same turn as the phase's timer and before it. A new connection cannot overtake the
+    phase: its request is read one turn after its accept at the earliest."""
     session = requests.Session()
+    if not keep_alive:
+        session.headers["Connection"] = "close"
     rng = random.Random(seed)
     finished, failures = [], []
     try:
@@ -776,6 +784,23 @@ def test_timeline_with_reset_on_accept_journals_each_attempt_during_the_outage(n
     for entry in found:
         assert offline["sequence"] < entry["sequence"] < back["sequence"]
         assert entry["network"]["listener"] == "reset-on-accept" and entry["response"]["outcome"] == "reset-sent"
+
+
+def test_timeline_drop_reaches_a_kept_alive_connection(net):
+    """The same check with one kept-alive connection: the drop resets it and the client reconnects after the outage.
+    Which side of the phase the 4th call lands on is a race under load (see sync_with_backoff): 3 or 4 before it."""
+    server = net(dict(SCENARIO, timeline=offline_timeline("refuse")))
+    finished, failures = sync_with_backoff(f"{server.url}/sync", 6, keep_alive=True)
+    assert len(finished) == 6 and failures
+    offline, back = changes(server)
+    assert offline["network"]["phase"] == "offline" and back["network"]["phase"] == "back"
+    syncs = journal(server, route="sync")
+    before = [e for e in syncs if e["sequence"] < offline["sequence"]]
+    assert len(syncs) == 6 and len(before) in (3, 4), syncs
+    assert all(e["sequence"] > back["sequence"] and e["network"]["conditions"] == "3g" for e in syncs[len(before):])
+    # The calls before the outage shared one connection, the ones after it a new one.
+    assert len({e["connection"]["id"] for e in before}) == 1
+    assert before[0]["connection"]["id"] not in {e["connection"]["id"] for e in syncs[len(before):]}
 
 
 def test_reset_restarts_the_timeline_and_puts_the_network_back_up(net):
