@@ -340,7 +340,9 @@ def test_stall_every_client_times_out_reading_and_each_attempt_is_journaled(net,
     assert go["timeout"] is True and "awaiting headers" in go["error"] and go["conns"] == [False], go
     assert seen["node"].error[0]["name"] == "TimeoutError", seen["node"]
     found = attempts(server)
-    assert len(found) == 5, found
+    # One each; node's undici opens a second connection as its fetch is aborted (~1 s after the first), which shows
+    # here when node lives long enough after printing its line (always, if it is not killed).
+    assert len(found) in (5, 6), found
     for entry in found:
         assert entry["network"] == {"event": "attempt", "listener": "stall"} and entry["response"]["outcome"] == "completed"
     # Nothing was read from a stalled connection: no request entry while it stalls.
@@ -582,8 +584,8 @@ def test_shaped_download_row_every_client_takes_four_seconds(net, go_client, nod
     seen = observe_all(f"{server.url}/blob", 20, go_client, node_fetch_client)
     for outcome in seen.values():
         assert outcome.status == 200 and outcome.size == MIB, outcome
-        # Wall time of the whole client (process start-up included for curl, Go and node).
-        assert 3.8 <= outcome.elapsed <= 4.6, outcome
+        # Wall time of the whole client (process start-up included for curl, Go and node: up to ~0.6 s under load).
+        assert 3.8 <= outcome.elapsed <= 4.8, outcome
     assert abs(seen["curl"].time_total - 4.0) <= SHAPED_TOLERANCE_S
     assert len(server.link.wait_for(5, path="/blob", completed=True)) == 5
 
