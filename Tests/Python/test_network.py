@@ -297,21 +297,28 @@ def test_blackhole_every_client_times_out_connecting_and_nothing_is_journaled(ne
     assert not attempts(server)
 
 
+# What a connection reset on accept ends in, at the bottom of a Python exception chain (see the test below).
+RESET_ROOTS = ("builtins.ConnectionResetError", "http.client.RemoteDisconnected")
+
+
 def test_reset_on_accept_every_client_sees_a_reset_and_each_attempt_is_journaled(net, go_client, node_fetch_client):
     server = net()
     server.link.network(listener="reset-on-accept")
     seen = observe_all(f"{server.url}/hi", 3, go_client, node_fetch_client)
     for outcome in seen.values():
         assert outcome.elapsed < 2.5, outcome
-    # The RST follows the accept at once: whether it reaches the client's connect() or its first read is a race
-    # on loopback, so both are accepted; the cause is always ECONNRESET.
-    assert seen["curl"].error in (7, 56), seen["curl"]
+    # The RST follows the accept at once: whether it reaches the client's connect(), its send or its first read is
+    # a race on loopback (a loaded machine shifts it), so each is accepted. The cause is ECONNRESET, except where the
+    # send consumed the error and the read then found the connection closed: urllib3 2 ignores a reset while sending
+    # (to read an early response) and http.client then reports RemoteDisconnected; Go reports EOF.
+    assert seen["curl"].error in (7, 52, 56), seen["curl"]
     assert seen["requests"].error[0] == "requests.exceptions.ConnectionError", seen["requests"]
-    assert seen["requests"].error[-1] == "builtins.ConnectionResetError", seen["requests"]
-    assert seen["httpx"].error[0] in ("httpx.ConnectError", "httpx.ReadError", "httpx.RemoteProtocolError"), seen["httpx"]
-    assert seen["httpx"].error[-1] == "builtins.ConnectionResetError", seen["httpx"]
+    assert seen["requests"].error[-1] in RESET_ROOTS, seen["requests"]
+    assert seen["httpx"].error[0] in ("httpx.ConnectError", "httpx.ReadError", "httpx.WriteError",
+                                      "httpx.RemoteProtocolError"), seen["httpx"]
+    assert seen["httpx"].error[-1] in RESET_ROOTS + ("h11._util.RemoteProtocolError",), seen["httpx"]
     go = seen["go"].error
-    assert "ECONNRESET" in go["is"] and "connection reset by peer" in go["error"], go
+    assert ("ECONNRESET" in go.get("is", []) and "connection reset by peer" in go["error"]) or go["error"].endswith("EOF"), go
     node = seen["node"].error
     assert node[0]["message"] == "fetch failed" and node[-1]["code"] == "ECONNRESET", node
     # One attempt entry per client: none of them retried a new connection.
@@ -763,7 +770,7 @@ def test_timeline_offline_after_the_third_sync_then_back_at_3g_with_refuse(net):
     assert failures, "the outage was seen"
     for _, names in failures:
         assert names[0] == "requests.exceptions.ConnectionError", names
-        assert names[-1] in ("builtins.ConnectionRefusedError", "builtins.ConnectionResetError"), names
+        assert names[-1] in ("builtins.ConnectionRefusedError",) + RESET_ROOTS, names
     # The 4th call succeeded within the outage (2 s) plus one backoff interval (at most 0.8 s) and some slack.
     assert 1.8 <= finished[3] - finished[2] <= 3.3, finished
     check_outage_window(server)
@@ -776,7 +783,7 @@ def test_timeline_with_reset_on_accept_journals_each_attempt_during_the_outage(n
     finished, failures = sync_with_backoff(f"{server.url}/sync", 6)
     assert len(finished) == 6
     for _, names in failures:
-        assert names[-1] == "builtins.ConnectionResetError", names
+        assert names[-1] in RESET_ROOTS, names
     offline, back = check_outage_window(server)
     found = attempts(server)
     assert len(found) >= 2, "the backoff loop tried more than once in 2 s"
