@@ -316,7 +316,8 @@ def test_reset_on_accept_every_client_sees_a_reset_and_each_attempt_is_journaled
     assert seen["requests"].error[-1] in RESET_ROOTS, seen["requests"]
     assert seen["httpx"].error[0] in ("httpx.ConnectError", "httpx.ReadError", "httpx.WriteError",
                                       "httpx.RemoteProtocolError"), seen["httpx"]
-    assert seen["httpx"].error[-1] in RESET_ROOTS + ("h11._util.RemoteProtocolError",), seen["httpx"]
+    # httpx's variant of "the read found it closed": RemoteProtocolError "Server disconnected without sending a response."
+    assert seen["httpx"].error[-1] in RESET_ROOTS + ("httpcore.RemoteProtocolError",), seen["httpx"]
     go = seen["go"].error
     assert ("ECONNRESET" in go.get("is", []) and "connection reset by peer" in go["error"]) or go["error"].endswith("EOF"), go
     node = seen["node"].error
@@ -591,10 +592,14 @@ def test_shaped_download_row_every_client_takes_four_seconds(net, go_client, nod
     seen = observe_all(f"{server.url}/blob", 20, go_client, node_fetch_client)
     for outcome in seen.values():
         assert outcome.status == 200 and outcome.size == MIB, outcome
-        # Wall time of the whole client (process start-up included for curl, Go and node: up to ~0.6 s under load).
-        assert 3.8 <= outcome.elapsed <= 4.8, outcome
+        # Wall time of the whole client: process start-up is included for curl, Go and node (node's alone took up
+        # to 0.8 s on a saturated machine), so only the server's own durations are held to the tolerance.
+        assert 3.8 <= outcome.elapsed <= 6, outcome
     assert abs(seen["curl"].time_total - 4.0) <= SHAPED_TOLERANCE_S
-    assert len(server.link.wait_for(5, path="/blob", completed=True)) == 5
+    served = server.link.wait_for(5, path="/blob", completed=True)
+    assert len(served) == 5
+    for entry in served:
+        assert abs(entry["response"]["durationMs"] - 4000) <= SHAPED_TOLERANCE_S * 1000, entry["response"]
 
 
 @pytest.mark.parametrize("conditions, low, high", [
