@@ -2,15 +2,18 @@
 done to open connections, per-connection shaping, a scenario's timeline, and the admin API's validation, against
 curl 7.88, Python requests / httpx, Go's net/http (Tests/Python/clients/goclient) and node 20's fetch (undici).
 
-What each client reports (measured here; the assertions pin it):
+What each client reports (measured here; the assertions pin it; URLSession's in NetworkURLSessionTests.swift):
 
 | | refuse | blackhole (1 s timeout) | reset-on-accept | stall (1 s timeout) |
 |---|---|---|---|---|
-| curl | 7 "Couldn't connect to server" | 28 "Failed to connect … Timeout was reached" | 7 "Couldn't connect to server" | 28 "Operation timed out … 0 bytes received" |
-| requests | ConnectionError ← NewConnectionError ← ConnectionRefusedError | ConnectTimeout ← ConnectTimeoutError | ConnectionError ← ConnectionResetError (at connect or on the first read: a race on loopback) | ReadTimeout |
-| httpx | ConnectError ← ConnectionRefusedError | ConnectTimeout | ConnectError or ReadError ← ConnectionResetError | ReadTimeout |
-| Go | "dial tcp …: connect: connection refused" | Client.Timeout exceeded while awaiting headers, no connection | "connect: connection reset by peer" or "read: connection reset by peer", ECONNRESET | Client.Timeout exceeded while awaiting headers, one new connection |
-| node fetch | TypeError fetch failed ← ECONNREFUSED | TimeoutError (DOMException) | TypeError fetch failed ← ECONNRESET | TimeoutError (DOMException) |
+| curl | 7 "Couldn't connect to server" | 28 "Connection timed out after 1001 milliseconds" | 7 "Couldn't connect to server" (RST during connect), else 56 | 28 "Operation timed out … with 0 bytes received" |
+| requests | ConnectionError ← NewConnectionError ← ConnectionRefusedError | ConnectTimeout ← ConnectTimeoutError ← TimeoutError | ConnectionError ← ConnectionResetError (at connect or first read), or ← RemoteDisconnected (the send consumed the RST) | ReadTimeout |
+| httpx | ConnectError ← ConnectionRefusedError | ConnectTimeout | ConnectError / ReadError ← ConnectionResetError, or RemoteProtocolError "Server disconnected without sending a response." | ReadTimeout |
+| Go | "dial tcp …: connect: connection refused" | Client.Timeout exceeded while awaiting headers, no connection | "connect: connection reset by peer" or "read: connection reset by peer" (ECONNRESET) | Client.Timeout exceeded while awaiting headers, one new connection |
+| node fetch | TypeError fetch failed ← ECONNREFUSED | TimeoutError (DOMException 23) | TypeError fetch failed ← ECONNRESET "connect ECONNRESET" | TimeoutError; undici opens a second connection as it aborts |
+
+A request sent during a 1 s freeze is answered after 1.0 s by every client; 1 MiB at 256 KiB/s takes 4.0 s (curl's
+time_total, and the server's durationMs for every client at once).
 
 Waits are on conditions with deadlines (the journal's long-poll, a port that answers again); the few deliberate
 pauses are marked and only place a change *inside* an interval the assertion does not depend on.
