@@ -394,9 +394,9 @@ def test_refuse_with_for_ms_comes_back_on_the_same_port(net):
     assert 650 <= back["receivedAtMonotonicMs"] - first["receivedAtMonotonicMs"] <= 1000, (first, back)
 
 
-def test_refuse_twice_rebinds_each_time(net):
+def test_refuse_twice_rebinds_each_time(net, tmp_path):
     """The listening socket is closed and bound again: twice in a row, and TLS's port with it."""
-    server = net(args=["--tls-port", "0", "--tls-dir", "tls"])
+    server = net(args=["--tls-port", "0", "--tls-dir", tmp_path / "tls"])
     for _ in range(2):
         server.link.network(listener="refuse")
         assert not port_accepts(server.port) and not port_accepts(server.tls_port)
