@@ -15,6 +15,9 @@ final class Shaper {
     private(set) var shape: LinkShape?
     private var downlink: ByteBudget?
     private var uplink: ByteBudget?
+    /// The last `pump` (read) stopped for the downlink (uplink) budget: the wake-up's lateness is made up for.
+    private var downlinkWaited = false
+    private var uplinkWaited = false
     /// Frozen until this monotonic nanosecond (`freeze`); `shape.frozen` freezes until the shape changes.
     private var frozenUntilNanos: UInt64 = 0
     private var thawTimer: LoopTimer?
@@ -131,6 +134,8 @@ final class Shaper {
     private func pump() {
         writeTimer?.cancel()
         writeTimer = nil
+        var waited = downlinkWaited
+        downlinkWaited = false
         guard !isFrozen else { return }
         while outgoingHead < outgoing.count, transport.socketPendingOutput == 0 {
             let now = Clock.monotonicNanos()
@@ -140,9 +145,11 @@ final class Shaper {
             var count = chunk.bytes.count - chunk.offset
             if let slice = shape?.sliceBytes { count = min(count, slice) }
             if var budget = downlink {
-                let available = budget.available(nowNanos: now)
+                let available = budget.available(nowNanos: now, waited: waited)
+                waited = false
                 guard available > 0 else {
                     downlink = budget
+                    downlinkWaited = true
                     return wakeMilliseconds(budget.millisecondsUntil(count))
                 }
                 count = min(count, available)
@@ -211,8 +218,9 @@ final class Shaper {
     func readAllowance(_ scratch: Int) -> Int {
         guard !isFrozen, incomingBytes < Self.maxIncomingBytes else { return 0 }
         guard var budget = uplink else { return scratch }
-        let available = budget.available(nowNanos: Clock.monotonicNanos())
+        let available = budget.available(nowNanos: Clock.monotonicNanos(), waited: uplinkWaited)
         uplink = budget
+        uplinkWaited = available == 0
         if available == 0 {
             budgetTimer?.cancel()
             budgetTimer = LoopTimer(loop: loop, milliseconds: budget.millisecondsUntil(1460)) { [weak self] in

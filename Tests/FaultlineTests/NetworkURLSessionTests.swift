@@ -1,0 +1,175 @@
+import Faultline
+import FaultlineCore
+import Foundation
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Network conditions (issue #20, ARCHITECTURE §3b) against Foundation's URLSession, in process (on Linux:
+/// FoundationNetworking over libcurl): the `URLError` each listener state produces, a stall released in time, and a
+/// shaped download's duration. The network is changed the way any client changes it, with
+/// `POST /__faultline/network` over HTTP, and put back by its `forMs` (a refusing port cannot be reached to undo it).
+/// Everything here is async: nothing blocks a thread of the concurrency pool.
+@Suite struct NetworkURLSessionTests {
+    static let scenario = #"""
+        { "name": "net",
+          "resources": [ { "id": "blob", "path": "/blob", "generated": { "size": "1MiB" } } ],
+          "routes": [ { "id": "hi", "match": { "path": "/hi" }, "responses": [ { "status": 200, "text": "hello" } ] } ] }
+        """#
+
+    /// `POST /__faultline/network` with `body`; the answer's JSON.
+    @discardableResult
+    static func network(_ server: FaultlineServer, _ body: String) async throws -> [String: Any] {
+        let admin = URLSession(configuration: .ephemeral)
+        defer { admin.invalidateAndCancel() }
+        var request = URLRequest(url: server.baseURL.appendingPathComponent("__faultline/network"))
+        request.httpMethod = "POST"
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.httpBody = Data(body.utf8)
+        let (data, response) = try await admin.data(for: request)
+        #expect((response as? HTTPURLResponse)?.statusCode == 200, "POST /network \(body): \(String(decoding: data, as: UTF8.self))")
+        return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+    }
+
+    struct Observation {
+        var result: Result<(Data, HTTPURLResponse), any Error>
+        var seconds: Double
+        var urlError: URLError? {
+            if case .failure(let error) = result { return error as? URLError }
+            return nil
+        }
+        var message: String? { urlError?.userInfo[NSLocalizedDescriptionKey] as? String }
+    }
+
+    /// GET `path` with a fresh ephemeral session and `timeoutIntervalForRequest` = `timeout`.
+    static func get(_ server: FaultlineServer, _ path: String, timeout: TimeInterval) async -> Observation {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = timeout
+        let session = URLSession(configuration: configuration)
+        defer { session.invalidateAndCancel() }
+        let clock = ContinuousClock()
+        let start = clock.now
+        let result: Result<(Data, HTTPURLResponse), any Error>
+        do {
+            let (data, response) = try await session.data(from: server.baseURL.appendingPathComponent(path))
+            if let http = response as? HTTPURLResponse {
+                result = .success((data, http))
+            } else {
+                result = .failure(URLError(.badServerResponse))
+            }
+        } catch {
+            result = .failure(error)
+        }
+        let elapsed = clock.now - start
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        return Observation(result: result, seconds: seconds)
+    }
+
+    /// Polls GET /hi until it answers 200 (the listener is back on the same port); fails after `seconds`.
+    static func waitUntilServed(_ server: FaultlineServer, within seconds: Double) async throws {
+        let clock = ContinuousClock()
+        let deadline = clock.now + .milliseconds(Int(seconds * 1000))
+        while clock.now < deadline {
+            if case .success(let answer) = await get(server, "hi", timeout: 1).result, answer.1.statusCode == 200 { return }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        Issue.record("the listener did not come back within \(seconds) s")
+    }
+
+    static func attempts(_ server: FaultlineServer) async -> [JournalEntry] {
+        var filter = JournalFilter()
+        filter.connection = true
+        return await server.requests(filter).filter { $0.network?.event == .attempt }
+    }
+
+    @Test func refuseIsCannotConnectToHostAndComesBackOnTheSamePort() async throws {
+        let server = try TestSupport.server([Self.scenario])
+        defer { Task { await server.stop() } }
+        let answer = try await Self.network(server, #"{"listener": "refuse", "forMs": 1000}"#)
+        #expect(answer["listener"] as? String == "refuse" && answer["outage"] as? Bool == true)
+        let seen = await Self.get(server, "hi", timeout: 5)
+        #expect(seen.urlError?.code == .cannotConnectToHost, "\(seen.result)")
+        #expect(seen.seconds < 0.9, "refused at once, not a timeout")
+        try await Self.waitUntilServed(server, within: 5)
+        #expect(await Self.attempts(server).isEmpty, "a refused connection never reaches the server")
+    }
+
+    @Test func blackholeIsTimedOutWithAShortRequestTimeout() async throws {
+        let server = try TestSupport.server([Self.scenario])
+        defer { Task { await server.stop() } }
+        try await Self.network(server, #"{"listener": "blackhole", "forMs": 2500}"#)
+        let seen = await Self.get(server, "hi", timeout: 1)
+        #expect(seen.urlError?.code == .timedOut, "\(seen.result)")
+        #expect(seen.seconds >= 0.9 && seen.seconds < 2.4, "\(seen.seconds) s")
+        try await Self.waitUntilServed(server, within: 6)
+        #expect(await Self.attempts(server).isEmpty, "a blackholed SYN never reaches the server")
+        #expect(await server.requests(JournalFilter(route: "hi")).count >= 1)
+    }
+
+    @Test func resetOnAcceptIsAConnectionErrorAndTheAttemptIsJournaled() async throws {
+        let server = try TestSupport.server([Self.scenario])
+        defer { Task { await server.stop() } }
+        try await Self.network(server, #"{"listener": "reset-on-accept", "forMs": 1500}"#)
+        let seen = await Self.get(server, "hi", timeout: 5)
+        // The RST lands during libcurl's connect ("Failed to connect … Couldn't connect to server", CURLE_COULDNT_CONNECT
+        // with ECONNRESET, which FoundationNetworking passes on as .unknown, -1; only ECONNREFUSED becomes
+        // cannotConnectToHost) or, if the race goes the other way, on its first read ("Recv failure: Connection reset
+        // by peer": networkConnectionLost).
+        let code = try #require(seen.urlError?.code, "\(seen.result)")
+        #expect([URLError.Code.unknown, .networkConnectionLost].contains(code), "\(code.rawValue) \(seen.message ?? "")")
+        #expect(code != .unknown || seen.message?.contains("Couldn't connect to server") == true, "\(seen.message ?? "")")
+        #expect(seen.seconds < 0.9)
+        let found = await Self.attempts(server)
+        #expect(found.count == 1, "\(found.count) attempts: URLSession did not retry a reset new connection")
+        #expect(found.first?.network?.listener == .resetOnAccept && found.first?.outcome == .resetSent)
+        try await Self.waitUntilServed(server, within: 5)
+    }
+
+    @Test func stallReleasedInTimeIsServed() async throws {
+        let server = try TestSupport.server([Self.scenario])
+        defer { Task { await server.stop() } }
+        try await Self.network(server, #"{"listener": "stall", "forMs": 1000}"#)
+        let seen = await Self.get(server, "hi", timeout: 5)
+        let (data, http) = try seen.result.get()
+        #expect(http.statusCode == 200 && String(decoding: data, as: UTF8.self) == "hello")
+        #expect(seen.seconds >= 0.8 && seen.seconds < 1.8, "\(seen.seconds) s")
+        let found = await Self.attempts(server)
+        #expect(found.count == 1 && found.first?.network?.listener == .stall)
+        let served = try #require(await server.requests(JournalFilter(route: "hi")).first)
+        #expect(served.connectionID == found.first?.connectionID, "the stalled connection itself was served")
+    }
+
+    @Test func stallOutlastingTheRequestTimeoutIsTimedOut() async throws {
+        let server = try TestSupport.server([Self.scenario])
+        defer { Task { await server.stop() } }
+        try await Self.network(server, #"{"listener": "stall", "forMs": 2500}"#)
+        let seen = await Self.get(server, "hi", timeout: 1)
+        #expect(seen.urlError?.code == .timedOut, "\(seen.result)")
+        #expect(await Self.attempts(server).count == 1)
+    }
+
+    @Test func aShapedOneMiBDownloadTakesFourSeconds() async throws {
+        let server = try TestSupport.server([Self.scenario])
+        defer { Task { await server.stop() } }
+        let answer = try await Self.network(server, #"{"conditions": {"downlink": "256KiB/s"}}"#)
+        #expect((answer["conditions"] as? [String: Any])?["downlinkBytesPerSecond"] as? Int == 262_144)
+        let seen = await Self.get(server, "blob", timeout: 20)
+        let (data, http) = try seen.result.get()
+        #expect(http.statusCode == 200 && data.count == 1 << 20)
+        #expect(abs(seen.seconds - 4.0) <= 0.25, "\(seen.seconds) s")
+        let entry = try #require(await server.requests(JournalFilter(path: "/blob")).first)
+        #expect(entry.network?.event == .shaped && entry.network?.conditions == "down 262144 B/s")
+    }
+
+    @Test func aRequestDuringAOneSecondFreezeIsAnsweredWhenItEnds() async throws {
+        let server = try TestSupport.server([Self.scenario])
+        defer { Task { await server.stop() } }
+        try await Self.network(server, #"{"connections": {"freezeMs": 1000}}"#)
+        let seen = await Self.get(server, "hi", timeout: 5)
+        let (_, http) = try seen.result.get()
+        #expect(http.statusCode == 200)
+        #expect(seen.seconds >= 0.8 && seen.seconds < 1.5, "\(seen.seconds) s")
+    }
+}
