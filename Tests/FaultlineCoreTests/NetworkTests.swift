@@ -210,7 +210,30 @@ import Testing
             + [change(9, at: 7000, outage: false)]
         let growing = NetworkVerdicts.backsOffDuringOutage(input)
         #expect(growing.outcome == .pass, "\(growing.explanation)")
-        #expect(growing.explanation.contains("×2.00"), "\(growing.explanation)")
+        #expect(growing.explanation.contains("1600 ms is ×5.33 the first two's 300 ms"), "\(growing.explanation)")
+        // A backoff capped at 800 ms through a long outage: most gaps sit at the cap, and that is backing off.
+        input.network = [change(1, at: 0, outage: true)]
+            + [0, 50, 150, 350, 750, 1550, 2350, 3150, 3950, 4750, 5550, 6350, 7150, 7950, 8750, 9550].enumerated()
+                .map { attempt(2 + $0.offset, at: $0.element) }
+            + [change(40, at: 10_000, outage: false)]
+        let capped = NetworkVerdicts.backsOffDuringOutage(input)
+        #expect(capped.outcome == .pass, "\(capped.explanation)")
+        // Full jitter: each wait drawn between 0 and a doubling bound (50 ms up to 800 ms), so single gaps go down as
+        // often as up; 8 attempts in each of 100 seeded outages, every one judged a backoff.
+        for seed in UInt64(1)...100 {
+            var random = SeededRandom(seed: seed)
+            var at = 0, bound = 50.0
+            var times: [Int] = []
+            for _ in 0..<8 {
+                times.append(at)
+                at += 2 + Int(random.nextUnit() * bound)
+                bound = min(800, bound * 2)
+            }
+            input.network = [change(1, at: 0, outage: true)]
+                + times.enumerated().map { attempt(2 + $0.offset, at: $0.element) } + [change(20, at: at + 1, outage: false)]
+            let jittered = NetworkVerdicts.backsOffDuringOutage(input)
+            #expect(jittered.outcome == .pass, "seed \(seed): \(jittered.explanation)")
+        }
         input.network = [change(1, at: 0, outage: true)]
             + (0..<8).map { attempt(2 + $0, at: 100 + $0 * 200) } + [change(20, at: 7000, outage: false)]
         let steady = NetworkVerdicts.backsOffDuringOutage(input)

@@ -43,12 +43,14 @@ import FoundationNetworking
         var message: String? { urlError?.userInfo[NSLocalizedDescriptionKey] as? String }
     }
 
-    /// GET `path` with a fresh ephemeral session and `timeoutIntervalForRequest` = `timeout`.
-    static func get(_ server: FaultlineServer, _ path: String, timeout: TimeInterval) async -> Observation {
+    /// GET `path` with `session`, or a fresh ephemeral session whose `timeoutIntervalForRequest` is `timeout`.
+    static func get(
+        _ server: FaultlineServer, _ path: String, timeout: TimeInterval, session given: URLSession? = nil
+    ) async -> Observation {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = timeout
-        let session = URLSession(configuration: configuration)
-        defer { session.invalidateAndCancel() }
+        let session = given ?? URLSession(configuration: configuration)
+        defer { if given == nil { session.invalidateAndCancel() } }
         let clock = ContinuousClock()
         let start = clock.now
         let result: Result<(Data, HTTPURLResponse), any Error>
@@ -166,8 +168,16 @@ import FoundationNetworking
     @Test func aRequestDuringAOneSecondFreezeIsAnsweredWhenItEnds() async throws {
         let server = try TestSupport.server([Self.scenario])
         defer { Task { await server.stop() } }
+        // A freeze holds the connections open when it is made (ones opened later are not frozen): the session's
+        // kept-alive connection from a first request carries the second.
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = 5
+        let session = URLSession(configuration: configuration)
+        defer { session.invalidateAndCancel() }
+        let first = await Self.get(server, "hi", timeout: 5, session: session)
+        #expect((try? first.result.get().1.statusCode) == 200)
         try await Self.network(server, #"{"connections": {"freezeMs": 1000}}"#)
-        let seen = await Self.get(server, "hi", timeout: 5)
+        let seen = await Self.get(server, "hi", timeout: 5, session: session)
         let (_, http) = try seen.result.get()
         #expect(http.statusCode == 200)
         #expect(seen.seconds >= 0.8 && seen.seconds < 1.5, "\(seen.seconds) s")

@@ -90,11 +90,23 @@ enum NetworkVerdicts {
                 + "\(withinMilliseconds) ms (\(max) allowed)", evidence: [])
     }
 
-    /// During outages, the connection attempts (and requests) the server can see come at growing intervals: in each
-    /// outage the gap before attempt k is a point (k, gap); a log-linear fit across every point, as `backoff` fits its
-    /// envelopes, must grow at least ×1.15 per attempt. At least 4 gaps over 3 indices are needed. `refuse` and
-    /// `blackhole` hide attempts from the server (the kernel answers them), so only `reset-on-accept`, `stall` and
-    /// outages of conditions (`offline`, a freeze) give evidence.
+    /// How `backsOffDuringOutage` judges (ARCHITECTURE §3b).
+    package enum OutageBackoffRule {
+        /// Gaps before attempts 1 and 2 of an outage are its early level; every later gap is its late level.
+        package static let earlyAttempts = 2
+        /// The median late gap over the median early gap must reach this.
+        package static let minimumGrowth = 1.5
+    }
+
+    /// During outages, the connection attempts (and requests) the server can see come at growing intervals. In each
+    /// outage the gap before attempt k is a point (k, gap); the gaps before attempts 1 and 2 (across every outage) are
+    /// the early level, the later ones the late level, and the median late gap must be at least ×1.5 the median early
+    /// one (gaps under 20 ms count as 20: scheduling noise is not growth). A level comparison, not a fit of every
+    /// gap: a capped backoff waits the same at its cap for as long as an outage lasts, and full jitter (a wait drawn
+    /// from 0 up to the doubling bound) scatters single gaps by a factor of ten, yet both lift the level of the later
+    /// gaps well above the first; a client that retries at a fixed interval or at once does not. At least 2 early
+    /// and 2 late gaps are needed. `refuse` and `blackhole` hide attempts from the server (the kernel answers them),
+    /// so only `reset-on-accept`, `stall` and outages of conditions (`offline`, a freeze) give evidence.
     static func backsOffDuringOutage(_ input: VerdictInput) -> Verdict {
         let rule = "backsOffDuringOutage"
         let all = outages(input.network)
@@ -112,25 +124,28 @@ enum NetworkVerdicts {
             }
             evidence += during.map(\.sequence)
         }
-        let indices = Set(points.map(\.index))
-        guard points.count >= 4, indices.count >= 3 else {
+        let floor = Verdicts.BackoffRule.floorMilliseconds
+        let early = points.filter { $0.index <= OutageBackoffRule.earlyAttempts }.map { Swift.max(floor, $0.gap) }
+        let late = points.filter { $0.index > OutageBackoffRule.earlyAttempts }.map { Swift.max(floor, $0.gap) }
+        guard early.count >= 2, late.count >= 2 else {
             return .inconclusive(
                 rule: rule,
-                explanation: "\(points.count) interval(s) between attempts seen during \(all.count) outage(s): at least 4 over "
-                    + "3 attempts are needed (refuse and blackhole hide attempts from the server: use reset-on-accept or stall)",
+                explanation: "\(points.count) interval(s) between attempts seen during \(all.count) outage(s): at least 4 "
+                    + "(2 before the third attempt, 2 after) are needed (refuse and blackhole hide attempts from the server: "
+                    + "use reset-on-accept or stall)",
                 evidence: evidence)
         }
-        let floor = Verdicts.BackoffRule.floorMilliseconds
-        let fit = Verdicts.fitLine(points.map { Double($0.index) }, points.map { log(Swift.max(floor, $0.gap)) },
-                                   weights: Array(repeating: 1, count: points.count))
-        let growth = exp(fit.slope)
+        let earlyLevel = Verdicts.quantile(early.sorted(), 0.5)
+        let lateLevel = Verdicts.quantile(late.sorted(), 0.5)
+        let growth = lateLevel / earlyLevel
         let gaps = points.prefix(8).map { "\(Int($0.gap.rounded())) ms" }.joined(separator: ", ")
-        let summary = "intervals between attempts during the outage \(gaps)\(points.count > 8 ? ", …" : "") grow "
-            + "×\(String(format: "%.2f", growth)) per attempt"
-        guard growth >= Verdicts.BackoffRule.minimumGrowth else {
+        let summary = "intervals between attempts during the outage \(gaps)\(points.count > 8 ? ", …" : ""): the later "
+            + "ones' median \(Int(lateLevel.rounded())) ms is ×\(String(format: "%.2f", growth)) the first two's "
+            + "\(Int(earlyLevel.rounded())) ms"
+        guard growth >= OutageBackoffRule.minimumGrowth else {
             return Verdict(rule: rule, passed: false,
                            explanation: "no backoff while the network was away: \(summary), at least "
-                            + "×\(String(format: "%.2f", Verdicts.BackoffRule.minimumGrowth)) expected", evidence: evidence)
+                            + "×\(String(format: "%.2f", OutageBackoffRule.minimumGrowth)) expected", evidence: evidence)
         }
         return Verdict(rule: rule, passed: true, explanation: summary, evidence: [])
     }

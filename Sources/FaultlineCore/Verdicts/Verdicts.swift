@@ -321,7 +321,7 @@ package enum Verdicts {
     }
 
     /// The `p` quantile of sorted values, linearly interpolated between ranks.
-    private static func quantile(_ sorted: [Double], _ p: Double) -> Double {
+    static func quantile(_ sorted: [Double], _ p: Double) -> Double {
         let rank = p * Double(sorted.count - 1)
         let low = Int(rank.rounded(.down)), high = Int(rank.rounded(.up))
         return sorted[low] + (sorted[high] - sorted[low]) * (rank - Double(low))
