@@ -129,8 +129,11 @@ final class EventLoop: @unchecked Sendable {
 /// costs about as much as the send). A `TurnEndAction` has a backstop, so housekeeping runs under a load that
 /// never lets the loop go quiet.
 enum LoopPriority {
+    /// Work that must run before any socket event that became ready in the same turn: a timeline phase a request
+    /// began (ARCHITECTURE §3b), so that a kept-alive client's next request, read in that turn, already meets it.
+    static let urgent: Int32 = 0
     /// Timers, sockets, signals and posted work: libevent gives every new event the middle of 3 levels, so only
-    /// the housekeeping backstop sets it explicitly. (The top level is unused.)
+    /// the housekeeping backstop and urgent timers set it explicitly.
     static let normal: Int32 = 1
     static let housekeeping: Int32 = 2
     static let count: Int32 = 3
@@ -142,7 +145,9 @@ final class LoopTimer {
     private var event: OpaquePointer?
     private var action: (() -> Void)?
 
-    init(loop: EventLoop, milliseconds: Int, _ action: @escaping () -> Void) {
+    /// `priority`: `LoopPriority.urgent` runs the action before the socket events that became ready in the turn it
+    /// falls due in; default, the normal level.
+    init(loop: EventLoop, milliseconds: Int, priority: Int32? = nil, _ action: @escaping () -> Void) {
         self.action = action
         // The event holds no reference to the timer: the owner keeps the timer alive while it is pending,
         // and cancelling (or deinit) removes the event before it could fire on a dead object.
@@ -152,6 +157,7 @@ final class LoopTimer {
             timer.action = nil
             action?()
         }, Unmanaged.passUnretained(self).toOpaque())
+        if let priority { event_priority_set(event, priority) }
         var delay = timeval(milliseconds: milliseconds)
         // Measure from now, not from the start of this loop turn: with the cached time, a timer added late in a
         // busy turn would fire early. Refreshing here costs a clock read per timer, not per event.

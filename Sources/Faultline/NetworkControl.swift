@@ -125,10 +125,12 @@ final class NetworkControl {
         self.timeline = timeline
         guard !begun.isEmpty else { return }
         // On the next loop turn: this runs inside the codec's completion of that request, and a phase may drop the
-        // very connection that is completing.
+        // very connection that is completing. At the urgent level: libevent activates the sockets that became
+        // readable before the timers that fell due, so a kept-alive client's next request, sent as soon as it had
+        // this response, would otherwise be read and served first, in the same turn, without the phase.
         deferred += begun
         guard deferredTimer == nil else { return }
-        deferredTimer = LoopTimer(loop: core.loop, milliseconds: 0) { [unowned self] in
+        deferredTimer = LoopTimer(loop: core.loop, milliseconds: 0, priority: LoopPriority.urgent) { [unowned self] in
             deferredTimer = nil
             let phases = deferred
             deferred = []
