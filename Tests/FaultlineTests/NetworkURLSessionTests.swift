@@ -10,7 +10,8 @@ import FoundationNetworking
 /// Network conditions (issue #20, ARCHITECTURE §3b) against Foundation's URLSession, in process (on Linux:
 /// FoundationNetworking over libcurl): the `URLError` each listener state produces, a stall released in time, and a
 /// shaped download's duration. The network is changed the way any client changes it, with
-/// `POST /__faultline/network` over HTTP, and put back by its `forMs` (a refusing port cannot be reached to undo it).
+/// `POST /__faultline/network` over HTTP, and put back through the Swift API (a refusing port cannot be reached to undo
+/// it; a `forMs` window would race this process's own scheduling in a parallel run).
 /// Everything here is async: nothing blocks a thread of the concurrency pool.
 @Suite struct NetworkURLSessionTests {
     static let scenario = #"""
@@ -86,14 +87,32 @@ import FoundationNetworking
         return await server.requests(filter).filter { $0.network?.event == .attempt }
     }
 
+    /// Puts the listener back up through the Swift API (a refusing port cannot be reached to undo it). A `forMs`
+    /// window would race the test's own scheduling: at the start of a parallel run a task can wait over a second.
+    static func backUp(_ server: FaultlineServer) async {
+        await server.changeNetwork(NetworkChange(listener: .up))
+    }
+
+    /// Polls the journal until `count` attempt entries are there; fails after 5 s.
+    static func waitForAttempts(_ server: FaultlineServer, _ count: Int) async throws {
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(5)
+        while clock.now < deadline {
+            if await attempts(server).count >= count { return }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        Issue.record("\(count) attempt(s) were not journaled within 5 s")
+    }
+
     @Test func refuseIsCannotConnectToHostAndComesBackOnTheSamePort() async throws {
         let server = try TestSupport.server([Self.scenario])
         defer { Task { await server.stop() } }
-        let answer = try await Self.network(server, #"{"listener": "refuse", "forMs": 1000}"#)
+        let answer = try await Self.network(server, #"{"listener": "refuse"}"#)
         #expect(answer["listener"] as? String == "refuse" && answer["outage"] as? Bool == true)
         let seen = await Self.get(server, "hi", timeout: 5)
         #expect(seen.urlError?.code == .cannotConnectToHost, "\(seen.result)")
         #expect(seen.seconds < 0.9, "refused at once, not a timeout")
+        await Self.backUp(server)
         try await Self.waitUntilServed(server, within: 5)
         #expect(await Self.attempts(server).isEmpty, "a refused connection never reaches the server")
     }
@@ -101,10 +120,11 @@ import FoundationNetworking
     @Test func blackholeIsTimedOutWithAShortRequestTimeout() async throws {
         let server = try TestSupport.server([Self.scenario])
         defer { Task { await server.stop() } }
-        try await Self.network(server, #"{"listener": "blackhole", "forMs": 2500}"#)
+        try await Self.network(server, #"{"listener": "blackhole"}"#)
         let seen = await Self.get(server, "hi", timeout: 1)
         #expect(seen.urlError?.code == .timedOut, "\(seen.result)")
         #expect(seen.seconds >= 0.9 && seen.seconds < 2.4, "\(seen.seconds) s")
+        await Self.backUp(server)
         try await Self.waitUntilServed(server, within: 6)
         #expect(await Self.attempts(server).isEmpty, "a blackholed SYN never reaches the server")
         #expect(await server.requests(JournalFilter(route: "hi")).count >= 1)
@@ -113,7 +133,7 @@ import FoundationNetworking
     @Test func resetOnAcceptIsAConnectionErrorAndTheAttemptIsJournaled() async throws {
         let server = try TestSupport.server([Self.scenario])
         defer { Task { await server.stop() } }
-        try await Self.network(server, #"{"listener": "reset-on-accept", "forMs": 1500}"#)
+        try await Self.network(server, #"{"listener": "reset-on-accept"}"#)
         let seen = await Self.get(server, "hi", timeout: 5)
         // The RST lands during libcurl's connect ("Failed to connect … Couldn't connect to server", CURLE_COULDNT_CONNECT
         // with ECONNRESET, which FoundationNetworking passes on as .unknown, -1; only ECONNREFUSED becomes
@@ -126,17 +146,23 @@ import FoundationNetworking
         let found = await Self.attempts(server)
         #expect(found.count == 1, "\(found.count) attempts: URLSession did not retry a reset new connection")
         #expect(found.first?.network?.listener == .resetOnAccept && found.first?.outcome == .resetSent)
+        await Self.backUp(server)
         try await Self.waitUntilServed(server, within: 5)
     }
 
     @Test func stallReleasedInTimeIsServed() async throws {
         let server = try TestSupport.server([Self.scenario])
         defer { Task { await server.stop() } }
-        try await Self.network(server, #"{"listener": "stall", "forMs": 1000}"#)
-        let seen = await Self.get(server, "hi", timeout: 5)
+        try await Self.network(server, #"{"listener": "stall"}"#)
+        async let pending = Self.get(server, "hi", timeout: 10)
+        // The connection is accepted and held: journaled as an attempt, not served.
+        try await Self.waitForAttempts(server, 1)
+        #expect(await server.requests(JournalFilter(route: "hi")).isEmpty, "served while the listener stalls")
+        let change = await server.changeNetwork(NetworkChange(listener: .up))
+        #expect(change.listener == .up)
+        let seen = await pending
         let (data, http) = try seen.result.get()
         #expect(http.statusCode == 200 && String(decoding: data, as: UTF8.self) == "hello")
-        #expect(seen.seconds >= 0.8 && seen.seconds < 1.8, "\(seen.seconds) s")
         let found = await Self.attempts(server)
         #expect(found.count == 1 && found.first?.network?.listener == .stall)
         let served = try #require(await server.requests(JournalFilter(route: "hi")).first)
@@ -146,10 +172,11 @@ import FoundationNetworking
     @Test func stallOutlastingTheRequestTimeoutIsTimedOut() async throws {
         let server = try TestSupport.server([Self.scenario])
         defer { Task { await server.stop() } }
-        try await Self.network(server, #"{"listener": "stall", "forMs": 2500}"#)
+        try await Self.network(server, #"{"listener": "stall"}"#)
         let seen = await Self.get(server, "hi", timeout: 1)
         #expect(seen.urlError?.code == .timedOut, "\(seen.result)")
         #expect(await Self.attempts(server).count == 1)
+        await Self.backUp(server)
     }
 
     @Test func aShapedOneMiBDownloadTakesFourSeconds() async throws {
@@ -165,21 +192,25 @@ import FoundationNetworking
         #expect(entry.network?.event == .shaped && entry.network?.conditions == "down 262144 B/s")
     }
 
-    @Test func aRequestDuringAOneSecondFreezeIsAnsweredWhenItEnds() async throws {
+    @Test func aOneSecondFreezeInTheMiddleOfAShapedDownloadAddsOneSecond() async throws {
+        // The issue's check: 1 MiB at 256 KiB/s takes 4.0 s; with a 1 s freeze in the middle, 5.0 ± 0.2 s. Timed on
+        // the server (from the request's arrival to the last byte's write), so a late task here cannot skew it.
         let server = try TestSupport.server([Self.scenario])
         defer { Task { await server.stop() } }
-        // A freeze holds the connections open when it is made (ones opened later are not frozen): the session's
-        // kept-alive connection from a first request carries the second.
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.timeoutIntervalForRequest = 5
-        let session = URLSession(configuration: configuration)
-        defer { session.invalidateAndCancel() }
-        let first = await Self.get(server, "hi", timeout: 5, session: session)
-        #expect((try? first.result.get().1.statusCode) == 200)
-        try await Self.network(server, #"{"connections": {"freezeMs": 1000}}"#)
-        let seen = await Self.get(server, "hi", timeout: 5, session: session)
-        let (_, http) = try seen.result.get()
-        #expect(http.statusCode == 200)
-        #expect(seen.seconds >= 0.8 && seen.seconds < 1.5, "\(seen.seconds) s")
+        await server.changeNetwork(NetworkChange(conditions: .some(LinkShape(downlinkBytesPerSecond: 262_144))))
+        async let pending = Self.get(server, "blob", timeout: 20)
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(3)
+        while await server.requests(JournalFilter(path: "/blob")).isEmpty, clock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        await server.changeNetwork(NetworkChange(connections: .freeze(milliseconds: 1000)))
+        let seen = await pending
+        let (data, http) = try seen.result.get()
+        #expect(http.statusCode == 200 && data.count == 1 << 20)
+        let entry = try #require(await server.requests(JournalFilter(path: "/blob")).first)
+        let finished = try #require(entry.finishedAtMonotonicNanos)
+        let seconds = Double(finished - entry.receivedAtMonotonicNanos) / 1e9
+        #expect(abs(seconds - 5.0) <= 0.2, "\(seconds) s on the server")
     }
 }
