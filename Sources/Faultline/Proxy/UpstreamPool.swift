@@ -55,8 +55,9 @@ final class UpstreamPool {
         _ key: UpstreamKey, _ request: [UInt8], method: String, limits: UpstreamLimits, startedAt: UInt64,
         fresh: Bool = false, _ completion: @escaping UpstreamCompletion
     ) {
-        if !fresh, var connections = idle[key], let connection = connections.popLast() {
-            idle[key] = connections
+        // popLast in place: copying the array out of the dictionary and back copied it whole (a retain and a
+        // release of every idle connection per request).
+        if !fresh, let connection = idle[key]?.popLast() {
             connection.send(request, method: method, limits: limits, reused: true, startedAt: startedAt, completion: completion)
             return
         }
@@ -85,9 +86,8 @@ final class UpstreamPool {
     /// A connection closed (by either side): forgotten.
     func closed(_ connection: UpstreamConnection) {
         live[ObjectIdentifier(connection)] = nil
-        if var connections = idle[connection.key], let index = connections.firstIndex(where: { $0 === connection }) {
-            connections.remove(at: index)
-            idle[connection.key] = connections
+        if let index = idle[connection.key]?.firstIndex(where: { $0 === connection }) {
+            idle[connection.key]?.remove(at: index)
         }
     }
 
