@@ -20,6 +20,17 @@ func fail(_ message: String, code: Int32) -> Never {
 }
 
 /// Prints what a command printed and exits with its code.
+/// Writes then renames, so a test polling for the file never reads half of it.
+func writePortFile(_ portFile: String, _ port: Int) {
+    let temporary = portFile + ".tmp-\(getpid())"
+    do {
+        try Data("\(port)\n".utf8).write(to: URL(fileURLWithPath: temporary))
+        guard rename(temporary, portFile) == 0 else { throw CocoaError(.fileWriteUnknown) }
+    } catch {
+        fail("cannot write port file \(portFile)", code: 2)
+    }
+}
+
 func finish(_ outcome: CommandOutcome) -> Never {
     FileHandle.standardOutput.write(Data(outcome.stdout.utf8))
     FileHandle.standardError.write(Data(outcome.stderr.utf8))
@@ -85,15 +96,7 @@ case .record(let options):
         fail(error.description, code: 2)
     }
     await server.stopOnSignals()
-    if let portFile = options.portFile {
-        let temporary = portFile + ".tmp-\(getpid())"
-        do {
-            try Data("\(server.port)\n".utf8).write(to: URL(fileURLWithPath: temporary))
-            guard rename(temporary, portFile) == 0 else { throw CocoaError(.fileWriteUnknown) }
-        } catch {
-            fail("cannot write port file \(portFile)", code: 2)
-        }
-    }
+    if let portFile = options.portFile { writePortFile(portFile, server.port) }
     print("listening on \(server.baseURL.absoluteString)")
     fflush(nil)
     FileHandle.standardError.write(Data(
@@ -137,16 +140,6 @@ case .serve(let options):
             watching = try await server.watchScenarioFiles()
         } catch {
             fail("cannot watch the scenario files: \(error)", code: 2)
-        }
-    }
-    /// Writes then renames, so a test polling for the file never reads half of it.
-    func writePortFile(_ portFile: String, _ port: Int) {
-        let temporary = portFile + ".tmp-\(getpid())"
-        do {
-            try Data("\(port)\n".utf8).write(to: URL(fileURLWithPath: temporary))
-            guard rename(temporary, portFile) == 0 else { throw CocoaError(.fileWriteUnknown) }
-        } catch {
-            fail("cannot write port file \(portFile)", code: 2)
         }
     }
     if let portFile = options.portFile { writePortFile(portFile, server.port) }
