@@ -75,7 +75,11 @@ final class Connection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDelegate 
     /// HTTP/2's GOAWAY or a WebSocket close), and exchanges not yet answered journaled as cut by it.
     func dropByNetwork(abortive: Bool) {
         tcp.close(abortive: abortive)
-        teardown(abortive ? .resetSent : .closedByFault)
+        if let websocket {
+            websocket.session.dropped(abortive: abortive)
+        } else {
+            teardown(abortive ? .resetSent : .closedByFault)
+        }
     }
 
     /// A scenario reset: a scripted response in progress must not leak into the next test. HTTP/1.1 can only

@@ -492,6 +492,25 @@ def test_drop_reaches_python_clients_as_they_would_see_it(net):
     assert names[0] == "requests.exceptions.ConnectionError" and names[-1] == "builtins.ConnectionResetError", names
 
 
+@pytest.mark.parametrize("action, reason", [("drop", "network drop (RST)"), ("drop-fin", "network drop (FIN)")])
+def test_a_dropped_websocket_gets_no_close_frame_and_the_journal_says_the_network_ended_it(net, action, reason):
+    from websockets.sync.client import connect
+    from websockets.exceptions import ConnectionClosedError
+    scenario = dict(SCENARIO, routes=SCENARIO["routes"] + [
+        {"id": "live", "match": {"path": "/live"}, "responses": [{"websocket": {"script": [{"echo": True}]}}]}])
+    server = net(scenario)
+    with connect(f"ws://127.0.0.1:{server.port}/live") as ws:
+        ws.send("ping")
+        assert ws.recv(timeout=5) == "ping"
+        server.link.network(connections=action)
+        with pytest.raises(ConnectionClosedError) as closed:
+            ws.recv(timeout=5)
+    assert closed.value.rcvd is None, "no close frame came: the network cut the connection"
+    (entry,) = server.link.wait_for(1, route="live", completed="true")
+    end = entry["websocket"]["end"]
+    assert (end["by"], end["code"], end["reason"], end["clean"]) == ("server", None, reason, False), end
+
+
 @pytest.mark.parametrize("action, curl_exits", [("drop", {18, 56}), ("drop-fin", {18})])
 def test_dropping_a_download_mid_body(net, action, curl_exits):
     server = net()

@@ -419,6 +419,14 @@ package final class WebSocketSession {
         io.close(abortive: abortive)
     }
 
+    /// The network dropped the connection (ARCHITECTURE §3b): it is gone already, so no close frame; the journal's
+    /// end says so (1006 to the client).
+    package func dropped(abortive: Bool) {
+        guard state != .closed else { return }
+        finish(WebSocketEnd(by: .server, code: nil, reason: abortive ? "network drop (RST)" : "network drop (FIN)",
+                            clean: false, fault: fault, atMonotonicNanos: io.nowNanos()), abortive: abortive)
+    }
+
     /// The server stops or a scenario reset: a going-away close frame, then FIN.
     package func teardown() {
         guard state != .closed else { return }
