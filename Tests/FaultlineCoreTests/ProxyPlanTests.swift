@@ -54,6 +54,47 @@ import Testing
         #expect(slowRecord.changed == ["delay 30 ms"])
     }
 
+    @Test func anIdempotencyKeyIsStoredWithTheUpstreamsAnswerOrFreed() throws {
+        let engine = try Self.engine("""
+            {"name": "p", "proxy": \(Self.upstream), "routes": [{"id": "pay", "match": {"method": "POST", "path": "/pay"},
+             "idempotency": {"header": "Idempotency-Key"},
+             "responses": [{"proxy": true, "fault": "truncate-body", "times": 1}, {"proxy": true, "fault": "commit-then-reset", "times": 1},
+                           {"proxy": true}]}]}
+            """)
+        func post(_ key: String) -> Decision {
+            engine.decide(Self.request("/pay", method: "POST", headers: [("Idempotency-Key", "\"\(key)\"")], body: "x"), requestID: 1)
+        }
+        func settle(_ plan: ProxyPlan, _ answer: UpstreamResponse) -> (stored: StoredResponse?, sideEffect: Bool)? {
+            var record = ProxyRecord(upstream: plan.upstreamURL)
+            _ = plan.script(for: answer, record: &record)
+            let settled = plan.settlement(upstreamStatus: answer.status)
+            if let hold = plan.idempotency, let settled {
+                engine.settleIdempotency(hold, stored: settled.stored, sideEffect: settled.sideEffect, now: EngineInstant())
+            }
+            return settled
+        }
+        // truncate-body broke the answer: freed, though the upstream did the work (a side effect).
+        let broken = try #require(post("a").proxy)
+        let freed = try #require(settle(broken, Self.answer))
+        #expect(freed.stored == nil && freed.sideEffect)
+        // commit-then-reset: stored; the retry is a replay answered without a plan.
+        let committed = try #require(post("a").proxy)
+        let stored = try #require(settle(committed, Self.answer)?.stored)
+        #expect(stored.status == 200 && stored.body == Self.answer.body)
+        #expect(stored.headers.contains { $0.name == "Via" } && !stored.headers.contains { $0.name == "X-Hop" })
+        let replay = post("a")
+        #expect(replay.proxy == nil && replay.script.status == 200)
+        #expect(HTTP1Renderer.bytes(replay.script).starts(with: Array("HTTP/1.1 200 OK\r\n".utf8)))
+        // A 503 is not stored: the key is free, and the next attempt is forwarded again.
+        let busy = try #require(post("b").proxy)
+        let unavailable = UpstreamResponse(status: 503, headers: HTTPHeaders([("Content-Length", "0")]), body: [])
+        #expect(settle(busy, unavailable).map { $0.stored == nil && !$0.sideEffect } == true)
+        #expect(post("b").proxy != nil)
+        // No key, nothing to settle.
+        let keyless = try #require(engine.decide(Self.request("/pay", method: "POST", body: "x"), requestID: 9).proxy)
+        #expect(keyless.idempotency == nil && settle(keyless, Self.answer) == nil)
+    }
+
     @Test func unmatchedRequestsForwardOrGet404() throws {
         let forwarding = try Self.engine(#"{"name": "p", "proxy": \#(Self.upstream), "routes": [{"id": "a", "match": {"path": "/a"}, "responses": [{"status": 200}]}]}"#)
         let forwarded = forwarding.decide(Self.request("/elsewhere?x=1"), requestID: 1)

@@ -39,6 +39,7 @@ class RawUpstream:
     /reset      reads the request, answers RST
     /garbage    answers bytes that are not HTTP, then closes
     /half       announces 100 bytes, sends 10, closes
+    /busy       503 "busy"
     anything    200 "ok"
 
     Every request is put on `requests` (a queue) as (connection number, request line, [(name, value)], body)."""
@@ -99,6 +100,10 @@ class RawUpstream:
                     client.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789")
                     client.close()
                     return
+                if path.startswith("/busy"):
+                    client.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+                                   b"Content-Length: 4\r\n\r\nbusy")
+                    continue
                 if path.startswith("/echo"):
                     payload = json.dumps({"requestLine": lines[0], "fields": fields,
                                           "body": body.decode("utf-8", "replace")}).encode()
@@ -333,6 +338,83 @@ def https_upstream(start_faultline, write_scenario, tmp_path):
                              args=["--quiet", "--tls-port", "0", "--tls-dir", tmp_path / "tls"])
     server.ca = tmp_path / "tls" / "ca.pem"
     return server
+
+
+def idempotent_route(path, step=None):
+    return {"id": "pay", "match": {"method": "POST", "path": path}, "idempotency": {"header": "Idempotency-Key"},
+            "responses": [dict({"proxy": True}, **(step or {}))]}
+
+
+def test_idempotency_sits_in_front_of_the_proxy_a_replay_never_reaches_the_upstream(
+        start_faultline, write_scenario, raw_upstream):
+    scenario = dict(proxy_scenario(raw_upstream.url, [idempotent_route("/echo/pay")]),
+                    expect={"noDuplicateSideEffects": True})
+    server = start_faultline(write_scenario(scenario))
+    sent = {"Idempotency-Key": '"k-1"'}
+    first = requests.post(f"{server.url}/echo/pay", data=b"amount=5", headers=sent, timeout=5)
+    assert first.status_code == 200 and "Idempotent-Replayed" not in first.headers
+    raw_upstream.next_request()
+    again = requests.post(f"{server.url}/echo/pay", data=b"amount=5", headers=sent, timeout=5)
+    assert again.status_code == 200 and again.headers["Idempotent-Replayed"] == "true"
+    assert again.content == first.content and again.headers["X-Upstream"] == "raw"
+    with pytest.raises(AssertionError):
+        raw_upstream.next_request(timeout=0.3)   # deliberate short wait: the replay must not have gone upstream
+    # The same key with another body is refused here, as on a scripted route.
+    other = requests.post(f"{server.url}/echo/pay", data=b"amount=6", headers=sent, timeout=5)
+    assert other.status_code == 422
+    report = server.admin("GET", "report").json()
+    (verdict,) = [v for v in report["verdicts"] if v["rule"] == "noDuplicateSideEffects"]
+    assert verdict["outcome"] == "pass" and verdict["explanation"].startswith("1 side effect(s)"), verdict
+
+
+def test_commit_then_reset_on_a_proxied_step_stores_the_upstreams_answer_for_the_retry(
+        start_faultline, write_scenario, raw_upstream):
+    """The timed-out POST made safe to replay, against a real upstream: the upstream did the work, the client saw
+    a reset, and its retry with the same key gets the upstream's answer from the store."""
+    route = idempotent_route("/echo/pay", {"fault": "commit-then-reset", "times": 1})
+    route["responses"].append({"proxy": True})
+    server = start_faultline(write_scenario(proxy_scenario(raw_upstream.url, [route])))
+    sent = {"Idempotency-Key": '"k-2"'}
+    with pytest.raises(requests.ConnectionError):
+        requests.post(f"{server.url}/echo/pay", data=b"amount=5", headers=sent, timeout=5)
+    raw_upstream.next_request()
+    retry = requests.post(f"{server.url}/echo/pay", data=b"amount=5", headers=sent, timeout=5)
+    assert retry.status_code == 200 and retry.headers["Idempotent-Replayed"] == "true"
+    assert json.loads(retry.content)["requestLine"] == "POST /echo/pay HTTP/1.1"
+    with pytest.raises(AssertionError):
+        raw_upstream.next_request(timeout=0.3)   # deliberate short wait: applied once upstream
+
+
+def test_a_fault_that_breaks_the_answer_frees_the_key_and_the_duplicate_upstream_work_is_caught(
+        start_faultline, write_scenario, raw_upstream):
+    """truncate-body broke the answer after the upstream did the work: the key is free (the client cannot know the
+    outcome), its retry goes upstream again, and noDuplicateSideEffects says so."""
+    route = idempotent_route("/echo/pay", {"fault": "truncate-body", "times": 1})
+    route["responses"].append({"proxy": True})
+    scenario = dict(proxy_scenario(raw_upstream.url, [route]), expect={"noDuplicateSideEffects": True})
+    server = start_faultline(write_scenario(scenario))
+    sent = {"Idempotency-Key": '"k-3"'}
+    with pytest.raises(requests.exceptions.ChunkedEncodingError):
+        requests.post(f"{server.url}/echo/pay", data=b"amount=5", headers=sent, timeout=5)
+    retry = requests.post(f"{server.url}/echo/pay", data=b"amount=5", headers=sent, timeout=5)
+    assert retry.status_code == 200 and "Idempotent-Replayed" not in retry.headers
+    raw_upstream.next_request()
+    raw_upstream.next_request()
+    report = server.admin("GET", "report").json()
+    (verdict,) = [v for v in report["verdicts"] if v["rule"] == "noDuplicateSideEffects"]
+    assert verdict["outcome"] == "fail", verdict
+
+
+def test_an_upstream_503_or_failure_frees_the_key_for_the_retry(start_faultline, write_scenario, raw_upstream):
+    server = start_faultline(write_scenario(proxy_scenario(
+        raw_upstream.url, [idempotent_route("/busy"), dict(idempotent_route("/reset"), id="reset")])))
+    for path in ("/busy", "/reset"):
+        sent = {"Idempotency-Key": f'"k{path}"'}
+        for _ in range(2):
+            answer = requests.post(f"{server.url}{path}", data=b"x", headers=sent, timeout=5)
+            assert answer.status_code == (503 if path == "/busy" else 502)
+            assert "Idempotent-Replayed" not in answer.headers
+            raw_upstream.next_request()   # each attempt went upstream: the key was free again
 
 
 def test_https_upstream_verified_with_a_ca_file(start_faultline, write_scenario, https_upstream):

@@ -54,21 +54,39 @@ final class ProxyService {
             record.totalMilliseconds = timing.totalMilliseconds
             record.reused = timing.reused
             let script: ResponseScript
+            var notes: [JournalNote] = []
             switch result {
             case .success(let response):
                 script = plan.script(for: response, record: &record)
                 recording?.record(plan.request, response, milliseconds: timing.totalMilliseconds)
+                if let hold = plan.idempotency, let settled = plan.settlement(upstreamStatus: response.status) {
+                    core.engine.settleIdempotency(hold, stored: settled.stored, sideEffect: settled.sideEffect, now: core.now())
+                    if settled.sideEffect { notes.append(.sideEffect(route: hold.scope)) }
+                    notes.append(.remark(settled.stored != nil
+                        ? "idempotency: key \(hold.key) stored with the upstream's \(response.status)"
+                        : "idempotency: key \(hold.key) not stored (upstream \(response.status)"
+                            + (plan.step?.fault.map { ", \($0.name.rawValue)" } ?? "") + "), free for a retry"))
+                }
             case .failure(let error):
                 script = plan.failureScript(error.kind, error.reason, record: &record)
+                if let hold = plan.idempotency {
+                    core.engine.settleIdempotency(hold, stored: nil, sideEffect: false, now: core.now())
+                    notes.append(.remark("idempotency: key \(hold.key) not stored (upstream \(error.kind.rawValue)), free for a retry"))
+                }
             }
-            answer(exchange, sequence, script, record)
+            answer(exchange, sequence, script, record, notes: notes)
         }
     }
 
-    private func answer(_ exchange: Exchange, _ sequence: Int, _ script: ResponseScript, _ record: ProxyRecord) {
+    private func answer(
+        _ exchange: Exchange, _ sequence: Int, _ script: ResponseScript, _ record: ProxyRecord, notes: [JournalNote] = []
+    ) {
         guard !exchange.ended else {
             // The client left (or the server reset) before the upstream answered: the record still says what came.
-            core.updateEntry(sequence) { $0.proxy = record }
+            core.updateEntry(sequence) {
+                $0.proxy = record
+                $0.notes += notes
+            }
             return
         }
         core.updateEntry(sequence) {
@@ -76,6 +94,7 @@ final class ProxyService {
             $0.fault = script.fault
             $0.policyClose = script.policyClose
             $0.proxy = record
+            $0.notes += notes
         }
         exchange.respond(script)
     }

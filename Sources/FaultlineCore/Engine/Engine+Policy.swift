@@ -82,6 +82,22 @@ extension Engine {
         }
     }
 
+    /// A proxied request's idempotency key, once the upstream has answered or failed (ARCHITECTURE §4d):
+    /// `stored` is kept for replays — the upstream did the work, whether or not the client got the answer — and
+    /// nil frees the key for a retry (the upstream failed, answered a status the route does not store, or a fault
+    /// broke the exchange before the answer). `sideEffect`: counted for `noDuplicateSideEffects`.
+    package func settleIdempotency(_ hold: ProxyIdempotency, stored: StoredResponse?, sideEffect: Bool, now: EngineInstant) {
+        // Decided by scripts that have since been reloaded or reset: the store it would update is gone.
+        guard hold.generation == generation else { return }
+        if sideEffect { policy.idempotency[hold.scope]?.recordSideEffect(scope: hold.scope, key: hold.key) }
+        if let stored {
+            policy.idempotency[hold.scope]?.complete(
+                scope: hold.scope, key: hold.key, response: stored, nowMilliseconds: now.monotonicMilliseconds)
+        } else {
+            policy.idempotency[hold.scope]?.abandon(scope: hold.scope, key: hold.key)
+        }
+    }
+
     func apply(_ effects: [StepEffect], now: EngineInstant) {
         for effect in effects {
             switch effect {

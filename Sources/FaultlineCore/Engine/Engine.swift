@@ -434,14 +434,18 @@ package final class Engine {
         let prepared = loaded.prepared[stepIndex]
         if prepared.step.proxy {
             // Forwarded; the step's delay, drip, headers and fault wait for the upstream's answer. An idempotency
-            // key is not stored for it (the upstream's own idempotency decides): the key is free again.
-            if let idempotencyKey { policy.idempotency[loaded.id]?.abandon(scope: loaded.id, key: idempotencyKey) }
+            // key stays in flight until the upstream answers (`settleIdempotency`): the layer sits in front of the
+            // upstream, so a replay with the key is answered here and never reaches it twice.
             if !prepared.step.effects.isEmpty { apply(prepared.step.effects, now: now) }
             let decision = routeDecision(
                 loaded, step: stepIndex, script: ResponseScript(steps: [], status: nil, keepAlive: true))
             decision.proxy = ProxyPlan(
                 config: proxyConfig(loaded), step: prepared.step, request: input.request, seed: state.random.next(),
                 extraHeaders: extraHeaders)
+            if let idempotencyKey, let config = loaded.idempotency {
+                decision.proxy?.idempotency = ProxyIdempotency(
+                    scope: loaded.id, key: idempotencyKey, config: config, generation: generation)
+            }
             return decision
         }
         let plan: ResponseScript

@@ -21,6 +21,15 @@ package enum UpstreamFailureKind: String, Sendable, Equatable {
     package var status: Int { self == .timeout ? 504 : 502 }
 }
 
+/// An idempotency key admitted for a forwarded request: in flight until the upstream answers.
+package struct ProxyIdempotency: Sendable {
+    package var scope: String
+    package var key: String
+    package var config: IdempotencyConfig
+    /// The engine's generation when it was admitted (a reset or reload since then makes it moot).
+    package var generation: Int
+}
+
 /// The engine's decision to forward a request (ARCHITECTURE §4d): "forward, then apply this step's delay, drip,
 /// headers and fault to whatever comes back". The Dispatcher sends `requestBytes` upstream through the pool and,
 /// when the response is read whole, asks `script(for:)` for the script — built by the same `ResponsePlanner`
@@ -36,6 +45,10 @@ package final class ProxyPlan {
     /// The connection policy's verdict on this response (`Engine.decide`).
     @exclusivity(unchecked) package var policyClose: PolicyClose?
     @exclusivity(unchecked) package var idleCloseMilliseconds: Int?
+    /// The route's idempotency key for this request, if it has one (`settlement(for:)`).
+    @exclusivity(unchecked) package var idempotency: ProxyIdempotency?
+    /// The response `script(for:)` made from the upstream's, as the client is sent it (before any fault).
+    @exclusivity(unchecked) private var answered: HTTPResponse?
 
     package init(
         config: ProxyConfig, step: ResponseStep?, request: HTTPRequest, seed: UInt64,
@@ -78,7 +91,8 @@ package final class ProxyPlan {
         let waits = ResponsePlanner.waitSteps(step.delay, &random)
         var script = ResponsePlanner.respond(
             http, step: step, after: waits, for: request, random: &random, extraHeaders: extraHeaders,
-            keepResponse: false)
+            keepResponse: idempotency != nil)
+        answered = script.response
         script.response = nil
         let waited = waits.reduce(0) { if case .wait(let ms) = $1 { $0 + ms } else { $0 } }
         if waited > 0 { record.changed.append("delay \(waited) ms") }
@@ -99,6 +113,23 @@ package final class ProxyPlan {
         }
         applyConnectionPolicy(&script, record: &record)
         return script
+    }
+
+    /// What becomes of the idempotency key once `script(for:)` has made the answer (nil without a key): the
+    /// response to store, or nil to free the key, and whether the upstream's work counts as a side effect. As on a
+    /// scripted step: a fault other than `commit-then-*` broke the exchange before the client could learn the
+    /// outcome, so the key is freed (the upstream still did the work: that is the side effect a retry then
+    /// duplicates, which `noDuplicateSideEffects` is there to catch); a status the route does not store (429, 5xx
+    /// by default) frees it too.
+    package func settlement(upstreamStatus: Int) -> (stored: StoredResponse?, sideEffect: Bool)? {
+        guard let idempotency else { return nil }
+        let fault = step?.fault?.name
+        let commits = fault == .commitThenReset || fault == .commitThenHang
+        let sideEffect = upstreamStatus < 400
+        guard fault == nil || commits, idempotency.config.stores(upstreamStatus), let answered else {
+            return (nil, sideEffect)
+        }
+        return (StoredResponse(status: answered.status, headers: answered.headers.fields, body: answered.body), sideEffect)
     }
 
     /// 502 (504 for a timeout) with a JSON body saying why: what a gateway answers when its upstream fails.
