@@ -106,16 +106,41 @@ final class ServerCore: @unchecked Sendable {
         return all
     }
 
-    /// `refuse`: nothing listens any more (the kernel answers RST); the ports are kept for `rebindListeners`.
+    /// The listeners stopped listening but still hold their ports (`closeListeners` on Linux).
+    private var listenersHeld = false
+
+    /// `refuse`: nothing listens any more (the kernel answers RST). On Linux the sockets stop listening but keep
+    /// their ports (`SocketOptions.stopListening`), so no other socket — another test's server binding port 0, say —
+    /// can take one meanwhile; elsewhere they are closed, and `rebindListeners` binds the same ports again.
     func closeListeners() {
+        let all = [listener, tlsListener].compactMap { $0 }
+        for listener in all { evconnlistener_disable(listener) }
+        if !all.isEmpty, all.allSatisfy({ SocketOptions.stopListening(evconnlistener_get_fd($0)) }) {
+            listenersHeld = true
+            return
+        }
         if let listener { evconnlistener_free(listener) }
         listener = nil
         if let tlsListener { evconnlistener_free(tlsListener) }
         tlsListener = nil
     }
 
-    /// Binds the ports again after `refuse`; the error when one cannot be (another process took it).
+    /// Listens again after `refuse` (the caller enables accepting); the error when a port cannot be bound again
+    /// (closed listeners only: another process took it).
     func rebindListeners() -> String? {
+        if listenersHeld {
+            listenersHeld = false
+            for held in [listener, tlsListener].compactMap({ $0 })
+            where !SocketOptions.resumeListening(evconnlistener_get_fd(held)) {
+                // Cannot happen to a bound socket in CLOSE; if it does, start over with new sockets.
+                if let listener { evconnlistener_free(listener) }
+                listener = nil
+                if let tlsListener { evconnlistener_free(tlsListener) }
+                tlsListener = nil
+                break
+            }
+            if listener != nil { return nil }
+        }
         do throws(ServerError) {
             if listener == nil { (listener, _) = try bind(port: port, Self.acceptPlain) }
             if tlsListener == nil, let tlsPort { (tlsListener, _) = try bind(port: tlsPort, Self.acceptTLS) }
@@ -194,7 +219,7 @@ final class ServerCore: @unchecked Sendable {
         for listener in [listener, tlsListener].compactMap({ $0 }) { evconnlistener_disable(listener) }
         acceptPause = LoopTimer(loop: loop, milliseconds: 100) { [unowned self] in
             acceptPause = nil
-            guard !isStopping, network.state.listener != .blackhole else { return }
+            guard !isStopping, network.state.listener != .blackhole, network.state.listener != .refuse else { return }
             for listener in [listener, tlsListener].compactMap({ $0 }) { evconnlistener_enable(listener) }
         }
     }

@@ -405,6 +405,42 @@ def test_refuse_twice_rebinds_each_time(net, tmp_path):
     assert requests.get(f"{server.url}/hi", timeout=5).text == "hello"
 
 
+def test_a_refusing_port_is_held_on_linux_and_rebound_on_the_portable_path(
+        start_faultline_both_paths, write_scenario, tmp_path):
+    """Linux: the listening sockets stop listening but keep their ports, so nothing else can bind one while the
+    listener refuses. The portable path (a Mac's) closes them and binds again: a port taken meanwhile is a 409 that
+    says so, and the next try succeeds once it is free."""
+    import errno
+    server = start_faultline_both_paths(write_scenario(SCENARIO), args=["--tls-port", "0", "--tls-dir", tmp_path / "tls"])
+    link = AdminLink(server.port)
+    try:
+        link.network(listener="refuse")
+        assert not port_accepts(server.port) and not port_accepts(server.tls_port)
+        # Without SO_REUSEADDR, as the kernel's choice of a port for bind(port 0) also avoids a bound one: another
+        # server starting meanwhile cannot be given it (Linux lets two SO_REUSEADDR sockets share a port that
+        # neither listens on, so one that asks for the number explicitly with it set still could).
+        squatter = socket.socket()
+        try:
+            if not start_faultline_both_paths.portable:
+                with pytest.raises(OSError) as taken:
+                    squatter.bind(("127.0.0.1", server.port))
+                assert taken.value.errno == errno.EADDRINUSE
+            else:
+                # SO_REUSEADDR: the admin link's accepted connection still uses the port.
+                squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                squatter.bind(("127.0.0.1", server.port))
+                squatter.listen(1)
+                answer = link.call("POST", "network", {"listener": "up"}, expect=409)
+                assert str(server.port) in json.dumps(answer), answer
+        finally:
+            squatter.close()
+        link.network(listener="up")
+        assert requests.get(f"{server.url}/hi", timeout=5).text == "hello"
+        assert port_accepts(server.tls_port)
+    finally:
+        link.close()
+
+
 def test_a_client_queued_in_a_blackhole_is_served_when_it_comes_back_up(net):
     server = net()
     server.link.network(listener="blackhole", forMs=1000)

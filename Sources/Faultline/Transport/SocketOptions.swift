@@ -35,6 +35,41 @@ enum SocketOptions {
         }
     }
 
+    /// Stops a listening socket listening while it keeps its port, so no other socket can take the port while the
+    /// listener refuses (ARCHITECTURE §3b). Linux fast path: `shutdown(SHUT_RD)` returns a listening socket to
+    /// CLOSE — its queued connections are reset and new SYNs are answered with RST — and `listen` can be called on it
+    /// again later; the kernel lets go of a port the socket got by binding port 0 (it keeps one bound by number), so
+    /// the same address is bound again at once. False on the portable path (a Mac's `shutdown` does not stop a listener) or when a step failed: the
+    /// caller then closes the socket and binds the port again when it comes back.
+    static func stopListening(_ fd: Int32) -> Bool {
+        #if os(Linux)
+        guard Platform.linuxFastPaths else { return false }
+        var address = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let named = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        guard named == 0, shutdown(fd, Int32(SHUT_RD)) == 0 else { return false }
+        // Bound again at once; EINVAL says it still is (a port bound by number stays with its socket).
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, length) }
+        }
+        guard bound == 0 || errno == EINVAL else { return false }
+        return true
+        #else
+        return false
+        #endif
+    }
+
+    /// Listens again on a socket `stopListening` held (with the accept queue's normal backlog).
+    static func resumeListening(_ fd: Int32) -> Bool {
+        #if canImport(Glibc)
+        return Glibc.listen(fd, AcceptQueue.normalBacklog) == 0
+        #else
+        return Darwin.listen(fd, AcceptQueue.normalBacklog) == 0
+        #endif
+    }
+
     /// Makes `close()` abort the connection with RST (`SO_LINGER {on, 0 s}`, RFC 9293 §3.10.7.1).
     static func abortOnClose(_ fd: Int32) {
         var option = linger(l_onoff: 1, l_linger: 0)
