@@ -294,6 +294,16 @@ def test_503_with_retry_after_for_the_first_attempts_then_the_upstream(start_fau
     assert [e["step"] for e in entries] == [0, 0, 1]
 
 
+def test_a_proxy_steps_headers_are_templated_like_a_scripted_steps(start_faultline, write_scenario, upstream):
+    route = {"id": "item", "match": {"path": "/items/{id}"},
+             "responses": [{"proxy": True, "headers": {"X-Trace": "req-{{request.id}}-item-{{path.id}}"}}]}
+    server = start_faultline(write_scenario(proxy_scenario(upstream.url, [route])))
+    answer = requests.get(f"{server.url}/items/7", timeout=5)
+    assert answer.status_code == 200 and answer.json()["id"] == "7"
+    (entry,) = proxied(server, "/items/7")
+    assert answer.headers["X-Trace"] == f"req-{entry['sequence']}-item-7"
+
+
 def test_a_delay_on_a_proxied_step_waits_after_the_upstream_answered(start_faultline, write_scenario, upstream):
     route = {"id": "slow", "match": {"path": "/items/{id}"}, "responses": [{"proxy": True, "delayMs": 300}]}
     server = start_faultline(write_scenario(proxy_scenario(upstream.url, [route])))

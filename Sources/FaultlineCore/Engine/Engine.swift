@@ -439,8 +439,15 @@ package final class Engine {
             if !prepared.step.effects.isEmpty { apply(prepared.step.effects, now: now) }
             let decision = routeDecision(
                 loaded, step: stepIndex, script: ResponseScript(steps: [], status: nil, keepAlive: true))
+            var step = prepared.step
+            if prepared.templatedHeaders {
+                // The step's headers are rendered now, from the request, as a scripted step's are.
+                let context = templateContext(input, parameters, requestID: requestID)
+                var resourceID: Int?
+                step.headers = step.headers.map { (name: $0.name, value: Template.render($0.value, context, resourceID: &resourceID)) }
+            }
             decision.proxy = ProxyPlan(
-                config: proxyConfig(loaded), step: prepared.step, request: input.request, seed: state.random.next(),
+                config: proxyConfig(loaded), step: step, request: input.request, seed: state.random.next(),
                 extraHeaders: extraHeaders)
             if let idempotencyKey, let config = loaded.idempotency {
                 decision.proxy?.idempotency = ProxyIdempotency(
