@@ -514,6 +514,25 @@ def test_a_refused_connection_is_a_502(start_faultline, write_scenario):
     assert "Connection refused" in response.json()["reason"]
 
 
+def test_a_name_with_two_addresses_falls_back_to_the_one_that_listens(start_faultline, write_scenario, raw_upstream):
+    """localhost is ::1 then 127.0.0.1 (RFC 6761, in getaddrinfo's order); the raw upstream listens on 127.0.0.1 only,
+    so the first connect is refused and the second serves — as curl does. With nothing listening, the 502 says each
+    address was tried."""
+    server = start_faultline(write_scenario(proxy_scenario(f"http://localhost:{raw_upstream.port}")))
+    answer = requests.get(f"{server.url}/plain", timeout=5)
+    assert answer.status_code == 200 and answer.text == "ok"
+    raw_upstream.next_request()
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    other = start_faultline(write_scenario(proxy_scenario(f"http://localhost:{port}"), name="closed.json"))
+    failed = requests.get(f"{other.url}/plain", timeout=5)
+    assert failed.status_code == 502
+    body = failed.json()
+    assert body["failure"] == "refused" and "(each of its 2 addresses)" in body["reason"], body
+
+
 def test_an_upstream_body_over_the_limit_is_a_502_naming_it(start_faultline, write_scenario, upstream):
     server = start_faultline(write_scenario(proxy_scenario(upstream.url, maxResponseBytes=10)))
     response = requests.get(f"{server.url}/items/1", timeout=DEADLINE_S)

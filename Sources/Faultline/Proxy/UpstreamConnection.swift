@@ -80,13 +80,42 @@ final class UpstreamConnection: TransportDelegate {
 
     // MARK: - Connecting
 
-    /// Starts connecting to `address`; `send` may be called at once (the request waits for the connection).
-    func connect(_ address: UpstreamAddress, timeoutMilliseconds: Int) {
+    /// Addresses of the upstream not tried yet: a connect that fails at once or is refused goes on to the next
+    /// (an AAAA record whose address is unreachable, then the A record's), as curl and browsers do. A connect that
+    /// times out does not: its deadline is the whole connect's.
+    @exclusivity(unchecked) private var untried: ArraySlice<UpstreamAddress> = []
+    @exclusivity(unchecked) private var addressCount = 1
+
+    /// Starts connecting to the first of `addresses` (resolved, in order); `send` may be called at once (the
+    /// request waits for the connection).
+    func connect(_ addresses: [UpstreamAddress], timeoutMilliseconds: Int) {
+        untried = addresses.dropFirst()
+        addressCount = addresses.count
+        guard let first = addresses.first else {
+            return fail(UpstreamError(.resolve, "\(key.host) resolved to no address"))
+        }
+        connect(first, timeoutMilliseconds: timeoutMilliseconds)
+    }
+
+    /// The next address after a failed connect; false when none is left.
+    private func tryNextAddress(timeoutMilliseconds: Int) -> Bool {
+        guard let next = untried.popFirst() else { return false }
+        freeConnectEvent()
+        if fd >= 0 { Posix.close(fd) }
+        fd = -1
+        connect(next, timeoutMilliseconds: timeoutMilliseconds)
+        return true
+    }
+
+    private var addressesNote: String { addressCount > 1 ? " (each of its \(addressCount) addresses)" : "" }
+
+    private func connect(_ address: UpstreamAddress, timeoutMilliseconds: Int) {
         let connectStart = Clock.monotonicNanos()
         timing.connectMilliseconds = nil
         switch UpstreamSocket.connect(address) {
         case .failed(let reason):
-            fail(UpstreamError(.refused, "cannot connect to \(key.host):\(key.port): \(reason)"))
+            if tryNextAddress(timeoutMilliseconds: timeoutMilliseconds) { return }
+            fail(UpstreamError(.refused, "cannot connect to \(key.host):\(key.port)\(addressesNote): \(reason)"))
         case .connected(let fd):
             self.fd = fd
             connected(since: connectStart)
@@ -114,7 +143,8 @@ final class UpstreamConnection: TransportDelegate {
             return
         }
         if let error = UpstreamSocket.pendingError(fd) {
-            fail(UpstreamError(.refused, "cannot connect to \(key.host):\(key.port): \(error)"))
+            if tryNextAddress(timeoutMilliseconds: connectTimeout) { return }
+            fail(UpstreamError(.refused, "cannot connect to \(key.host):\(key.port)\(addressesNote): \(error)"))
             return
         }
         connected(since: connectStartedAt)

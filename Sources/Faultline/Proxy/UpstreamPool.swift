@@ -67,7 +67,7 @@ final class UpstreamPool {
         addresses(key) { [weak connection] result in
             guard let connection else { return }
             switch result {
-            case .success(let addresses): connection.connect(addresses[0], timeoutMilliseconds: limits.connectTimeout)
+            case .success(let addresses): connection.connect(addresses, timeoutMilliseconds: limits.connectTimeout)
             case .failure(let error): connection.fail(error)
             }
         }
@@ -115,8 +115,11 @@ final class UpstreamPool {
             return then(.success([literal]))
         }
         if key.host.lowercased() == "localhost" {
-            // RFC 6761 §6.3: localhost is loopback; no resolver needed (and none consulted).
-            return then(.success([UpstreamAddress(literal: "127.0.0.1", port: key.port)!]))
+            // RFC 6761 §6.3: localhost is loopback; no resolver needed (and none consulted). Both loopbacks, IPv6
+            // first as getaddrinfo orders them: an upstream listening on 127.0.0.1 alone is reached on the second.
+            return then(.success([
+                UpstreamAddress(literal: "::1", port: key.port)!, UpstreamAddress(literal: "127.0.0.1", port: key.port)!,
+            ]))
         }
         let name = "\(key.host):\(key.port)"
         if let known = resolved[name], Clock.monotonicNanos() &- known.at < Self.resolvedLifetimeNanos {
