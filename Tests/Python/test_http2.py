@@ -294,7 +294,9 @@ CLIENT_TABLE = {
     "data-on-stream-0": dict(curl=(52, ""), httpx="Stream ID must be non-zero", go="PROTOCOL_ERROR"),
     "bad-settings": dict(curl=(52, ""), httpx="Frame data missing or invalid", go="FRAME_SIZE_ERROR"),
     "http1-only": dict(curl=(0, "first"), httpx="StreamReset stream_id:1, error_code:13,", go="HTTP_1_1_REQUIRED"),
-    "tcp-reset": dict(curl=({55, 56}, ""), httpx="EOF occurred in violation of protocol",
+    # httpx: TLS's EOF when the RST lands while ssl reads, h11/h2's "Server disconnected" when it lands between reads
+    # (a race on a loaded machine; a clean-clone CI run saw the second).
+    "tcp-reset": dict(curl=({55, 56}, ""), httpx=("EOF occurred in violation of protocol", "Server disconnected"),
                       go=("connection reset by peer", "unexpected EOF")),
     "truncate": dict(curl=(92, "0123456789"), httpx="StreamReset stream_id:1, error_code:2,", go="INTERNAL_ERROR"),
 }
@@ -310,7 +312,8 @@ def test_what_each_client_does_with_each_frame_fault(h2server, go_client, name):
     assert (code in codes if isinstance(codes, set) else code == codes) and out == body, err
     reset(server)
     response, error = httpx_get(server, f"/{name}")
-    assert response is None and expected["httpx"] in str(error), (response, error)
+    alternatives = expected["httpx"] if isinstance(expected["httpx"], tuple) else (expected["httpx"],)
+    assert response is None and any(text in str(error) for text in alternatives), (response, error)
     reset(server)
     result = go(go_client, server, f"/{name}", timeout="3s")
     if isinstance(expected["go"], tuple) and isinstance(expected["go"][1], int):
