@@ -119,6 +119,10 @@ final class ServerCore: @unchecked Sendable {
             listenersHeld = true
             return
         }
+        freeListeners()
+    }
+
+    private func freeListeners() {
         if let listener { evconnlistener_free(listener) }
         listener = nil
         if let tlsListener { evconnlistener_free(tlsListener) }
@@ -133,10 +137,7 @@ final class ServerCore: @unchecked Sendable {
             for held in [listener, tlsListener].compactMap({ $0 })
             where !SocketOptions.resumeListening(evconnlistener_get_fd(held)) {
                 // Cannot happen to a bound socket in CLOSE; if it does, start over with new sockets.
-                if let listener { evconnlistener_free(listener) }
-                listener = nil
-                if let tlsListener { evconnlistener_free(tlsListener) }
-                tlsListener = nil
+                freeListeners()
                 break
             }
             if listener != nil { return nil }

@@ -19,7 +19,6 @@ func fail(_ message: String, code: Int32) -> Never {
     exit(code)
 }
 
-/// Prints what a command printed and exits with its code.
 /// Writes then renames, so a test polling for the file never reads half of it.
 func writePortFile(_ portFile: String, _ port: Int) {
     let temporary = portFile + ".tmp-\(getpid())"
@@ -31,6 +30,7 @@ func writePortFile(_ portFile: String, _ port: Int) {
     }
 }
 
+/// Prints what a command printed and exits with its code.
 func finish(_ outcome: CommandOutcome) -> Never {
     FileHandle.standardOutput.write(Data(outcome.stdout.utf8))
     FileHandle.standardError.write(Data(outcome.stderr.utf8))

@@ -95,13 +95,20 @@ import FoundationNetworking
 
     /// Polls the journal until `count` attempt entries are there; fails after 5 s.
     static func waitForAttempts(_ server: FaultlineServer, _ count: Int) async throws {
-        let clock = ContinuousClock()
-        let deadline = clock.now + .seconds(5)
-        while clock.now < deadline {
-            if await attempts(server).count >= count { return }
-            try await Task.sleep(for: .milliseconds(20))
+        if try await !eventually(seconds: 5, { await attempts(server).count >= count }) {
+            Issue.record("\(count) attempt(s) were not journaled within 5 s")
         }
-        Issue.record("\(count) attempt(s) were not journaled within 5 s")
+    }
+
+    /// Polls `condition` every 10 ms until it holds (true) or `seconds` pass (false).
+    static func eventually(seconds: Int, _ condition: () async -> Bool) async throws -> Bool {
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(seconds)
+        while clock.now < deadline {
+            if await condition() { return true }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        return await condition()
     }
 
     @Test func refuseIsCannotConnectToHostAndComesBackOnTheSamePort() async throws {
@@ -199,11 +206,7 @@ import FoundationNetworking
         defer { Task { await server.stop() } }
         await server.changeNetwork(NetworkChange(conditions: .some(LinkShape(downlinkBytesPerSecond: 262_144))))
         async let pending = Self.get(server, "blob", timeout: 20)
-        let clock = ContinuousClock()
-        let deadline = clock.now + .seconds(3)
-        while await server.requests(JournalFilter(path: "/blob")).isEmpty, clock.now < deadline {
-            try await Task.sleep(for: .milliseconds(10))
-        }
+        #expect(try await Self.eventually(seconds: 3, { await !server.requests(JournalFilter(path: "/blob")).isEmpty }))
         await server.changeNetwork(NetworkChange(connections: .freeze(milliseconds: 1000)))
         let seen = await pending
         let (data, http) = try seen.result.get()

@@ -62,7 +62,7 @@ struct AcceptQueue {
         for fd in fillers { Posix.close(fd) }
         fillers = []
         fillerPorts = []
-        _ = listen(listener, Self.normalBacklog)
+        _ = SocketOptions.resumeListening(listener)
         return clients
     }
 

@@ -39,8 +39,9 @@ enum SocketOptions {
     /// listener refuses (ARCHITECTURE §3b). Linux fast path: `shutdown(SHUT_RD)` returns a listening socket to
     /// CLOSE — its queued connections are reset and new SYNs are answered with RST — and `listen` can be called on it
     /// again later; the kernel lets go of a port the socket got by binding port 0 (it keeps one bound by number), so
-    /// the same address is bound again at once. False on the portable path (a Mac's `shutdown` does not stop a listener) or when a step failed: the
-    /// caller then closes the socket and binds the port again when it comes back.
+    /// the same address is bound again at once. False on the portable path (a Mac's `shutdown` does not stop a
+    /// listener) or when a step failed: the caller then closes the socket and binds the port again when it comes
+    /// back.
     static func stopListening(_ fd: Int32) -> Bool {
         #if os(Linux)
         guard Platform.linuxFastPaths else { return false }

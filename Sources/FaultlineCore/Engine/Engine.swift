@@ -488,7 +488,7 @@ package final class Engine {
         // Only a step that answers normally, or a commit-then-* fault, has done the work; any other fault
         // broke the exchange before anything was committed, so the key is free for the retry.
         let fault = prepared.step.fault
-        let commits = fault.map { [.commitThenReset, .commitThenHang].contains($0.name) } ?? false
+        let commits = fault?.name.commits ?? false
         if let idempotencyKey, fault != nil, !commits {
             policy.idempotency[loaded.id]?.abandon(scope: loaded.id, key: idempotencyKey)
             decision.script.response = nil

@@ -57,6 +57,10 @@ extension FaultName {
         }
     }
 
+    /// `commit-then-reset` / `commit-then-hang`: the route's work is committed (and an idempotent answer stored)
+    /// before the connection breaks — the unknown outcome.
+    var commits: Bool { self == .commitThenReset || self == .commitThenHang }
+
     /// Faults that break a body need one to break.
     var needsBody: Bool {
         switch self {

@@ -124,9 +124,8 @@ package final class ProxyPlan {
     package func settlement(upstreamStatus: Int) -> (stored: StoredResponse?, sideEffect: Bool)? {
         guard let idempotency else { return nil }
         let fault = step?.fault?.name
-        let commits = fault == .commitThenReset || fault == .commitThenHang
         let sideEffect = upstreamStatus < 400
-        guard fault == nil || commits, idempotency.config.stores(upstreamStatus), let answered else {
+        guard fault == nil || fault!.commits, idempotency.config.stores(upstreamStatus), let answered else {
             return (nil, sideEffect)
         }
         return (StoredResponse(status: answered.status, headers: answered.headers.fields, body: answered.body), sideEffect)
