@@ -39,8 +39,18 @@ final class FakeHTTP1IO: HTTP1ConnectionIO {
     func now() -> Arrival { Arrival(wall: 1_700_000_000 + Double(clock) / 1000, monotonicNanos: UInt64(clock) * 1_000_000) }
     func timerRunning(_ timer: HTTP1Timer) -> Bool { timers[timer] != nil }
 
+    /// Paths whose exchange is dispatched with no script (answered later, as a proxied one is): kept here.
+    var deferredPaths: Set<String> = []
+    var deferred: [String: Exchange] = [:]
+
     func dispatch(_ request: HTTPRequest, _ context: RequestContext) -> Exchange {
         actions.append("dispatch \(request.path)")
+        if deferredPaths.contains(request.path) {
+            let exchange = Exchange(sequence: context.indexOnConnection + 1, script: nil)
+            exchangeNames[ObjectIdentifier(exchange)] = request.path
+            deferred[request.path] = exchange
+            return exchange
+        }
         let script = scripts[request.path] ?? ResponseScript.simple(
             for: request, response: HTTPResponse(status: 200, body: Array("ok".utf8)))
         let exchange = Exchange(sequence: context.indexOnConnection + 1, script: script,

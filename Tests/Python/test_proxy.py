@@ -490,7 +490,6 @@ def test_an_upstream_that_hangs_is_a_504_while_other_requests_flow(start_faultli
 @pytest.mark.parametrize("path,reason", [
     ("/reset", "reset the connection"),
     ("/garbage", "not an HTTP/1.1 response"),
-    ("/half", "90 bytes before the end"),
 ])
 def test_upstream_resets_and_garbage_are_502_with_the_reason(start_faultline, write_scenario, raw_upstream, path, reason):
     server = start_faultline(write_scenario(proxy_scenario(raw_upstream.url)))
@@ -500,6 +499,19 @@ def test_upstream_resets_and_garbage_are_502_with_the_reason(start_faultline, wr
     entry = proxied(server, path)[0]
     assert entry["response"]["status"] == 502 and reason in entry["proxy"]["error"]
     # The proxy keeps serving.
+    assert requests.get(f"{server.url}/echo/after", timeout=DEADLINE_S).status_code == 200
+
+
+def test_an_upstream_that_closes_mid_body_cuts_the_streamed_response(start_faultline, write_scenario, raw_upstream):
+    # The head went to the client before the body ended (it is streamed): a 502 can no longer be sent, so the
+    # client's response is cut short, as a gateway like nginx does, and the journal says why.
+    server = start_faultline(write_scenario(proxy_scenario(raw_upstream.url)))
+    done = subprocess.run(["curl", "-sS", "--max-time", "5", "-o", "-", "-w", "%{http_code}", f"{server.url}/half"],
+                          capture_output=True, stdin=subprocess.DEVNULL, timeout=15)
+    assert done.returncode == 18 and done.stdout == b"0123456789200", (done.returncode, done.stdout, done.stderr)
+    entry = proxied(server, "/half")[0]
+    assert entry["response"]["status"] == 200 and entry["proxy"]["failure"] == "reset"
+    assert "90 bytes before the end" in entry["proxy"]["error"] and entry["proxy"]["streamed"] is True
     assert requests.get(f"{server.url}/echo/after", timeout=DEADLINE_S).status_code == 200
 
 
@@ -534,10 +546,13 @@ def test_a_name_with_two_addresses_falls_back_to_the_one_that_listens(start_faul
 
 
 def test_an_upstream_body_over_the_limit_is_a_502_naming_it(start_faultline, write_scenario, upstream):
-    server = start_faultline(write_scenario(proxy_scenario(upstream.url, maxResponseBytes=10)))
+    # The limit bounds a body read whole (a fault needs it whole); a body passed through as it comes has none.
+    routes = [{"id": "broken", "match": {"path": "/items/1"}, "responses": [{"proxy": True, "fault": "corrupt-json"}]}]
+    server = start_faultline(write_scenario(proxy_scenario(upstream.url, routes, maxResponseBytes=10)))
     response = requests.get(f"{server.url}/items/1", timeout=DEADLINE_S)
     assert response.status_code == 502 and response.json()["failure"] == "too-large"
     assert "limit of 10 bytes" in response.json()["reason"]
+    assert requests.get(f"{server.url}/items/2", timeout=DEADLINE_S).json() == {**ITEM, "id": "2"}
 
 
 # -- pooling and HTTP/2 --------------------------------------------------------------------------------------

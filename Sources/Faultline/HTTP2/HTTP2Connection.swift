@@ -576,18 +576,32 @@ final class HTTP2Connection {
 
     // MARK: - Responses: a script's steps as frames
 
+    /// Past this many body bytes pending on a stream, a growing script's next steps are not pulled until
+    /// nghttp2 has taken half of them.
+    static let growingQueueLimit = 256 * 1024
+
     /// Carries out the stream's steps until one has to wait (a timer, a hang, a script not there yet) or the
     /// script ends.
     private func run(_ stream: HTTP2Stream) {
         guard let exchange = stream.exchange, !closed else { return }
-        while !stream.stopped && !stream.waiting {
+        pulling: while !stream.stopped && !stream.waiting {
+            if exchange.isGrowing && stream.pendingCount >= Self.growingQueueLimit {
+                // A growing script (a proxied body) is pulled as nghttp2 sends it (`readBody` runs this again):
+                // its producer sees the bytes left in the exchange and slows down.
+                stream.awaitingRoom = true
+                submitOrResume(stream)
+                break pulling
+            }
             switch exchange.next() {
             case .notYet:
+                // A growing script's head and body so far go out while the rest is on its way.
+                if stream.head != nil { submitOrResume(stream) }
                 exchange.whenScriptArrives = { [weak self, weak stream] in
                     guard let self, let stream else { return }
                     run(stream)
                     flush()
                 }
+                if stream.head != nil { break pulling }
                 return
             case .finished:
                 stream.stopped = true
@@ -876,6 +890,15 @@ final class HTTP2Connection {
             flags?.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
             stream.sentEnd = true
         }
+        if stream.awaitingRoom && stream.pendingCount < Self.growingQueueLimit / 2 {
+            // Outside nghttp2's callback: the growing script is pulled again.
+            stream.awaitingRoom = false
+            deferred.append { [weak self, weak stream] in
+                guard let self, let stream, streams[stream.id] === stream else { return }
+                run(stream)
+            }
+            flushWanted = true
+        }
         return count
     }
 
@@ -1035,6 +1058,8 @@ final class HTTP2Stream {
     /// nghttp2 asked for body bytes when there were none: `resume_data` when some come.
     var deferredRead = false
     var afterPendingSent: (() -> Void)?
+    /// A growing script stopped being pulled with this much pending: `readBody` pulls again when it has gone.
+    var awaitingRoom = false
     var timer: CancellableTimer?
     var windowTimer: CancellableTimer?
     /// Runs until the request is complete (`requestTimeoutMilliseconds`).

@@ -47,12 +47,27 @@ final class ProxyService {
             connectTimeout: plan.config.connectTimeout, responseTimeout: plan.config.responseTimeout,
             maxResponseBytes: plan.config.responseLimit)
         let bytes = plan.requestBytes(client: connection.clientHost, clientTLS: connection.tls != nil)
-        pool.forward(key, bytes, method: plan.request.method, limits: limits, startedAt: startedAt) {
+        // A body that does not come with its head is streamed when the plan allows it (`ProxyPlan.canStream`).
+        var stream: StreamedBody?
+        let streaming = plan.canStream(recording: recording != nil) ? UpstreamStreaming(
+            head: { [unowned self] response, timing, upstream in
+                record.connectMilliseconds = timing.connectMilliseconds
+                record.firstByteMilliseconds = timing.firstByteMilliseconds
+                record.reused = timing.reused
+                stream = startStream(plan, response, upstream, exchange, sequence, &record)
+            },
+            body: { bytes in stream?.forward(bytes) }
+        ) : nil
+        pool.forward(key, bytes, method: plan.request.method, limits: limits, startedAt: startedAt, streaming: streaming) {
             [unowned self] result, timing in
             record.connectMilliseconds = timing.connectMilliseconds
             record.firstByteMilliseconds = timing.firstByteMilliseconds
             record.totalMilliseconds = timing.totalMilliseconds
             record.reused = timing.reused
+            if let stream {
+                endStream(stream, result, exchange, sequence, &record)
+                return
+            }
             let script: ResponseScript
             var notes: [JournalNote] = []
             switch result {
@@ -76,6 +91,69 @@ final class ProxyService {
             }
             answer(exchange, sequence, script, record, notes: notes)
         }
+    }
+
+    // MARK: - Streaming
+
+    /// The upstream's head came without the whole body: the client gets the head (after the step's delay) and
+    /// the body so far now, the rest as it arrives (`StreamedBody`). Nil when the client has already left.
+    private func startStream(
+        _ plan: ProxyPlan, _ response: UpstreamResponse, _ upstream: UpstreamConnection, _ exchange: Exchange,
+        _ sequence: Int, _ record: inout ProxyRecord
+    ) -> StreamedBody? {
+        guard !exchange.ended else {
+            upstream.abandon()
+            record.changed.append("the client left before the upstream answered; its connection was closed")
+            let record = record
+            core.updateEntry(sequence) { $0.proxy = record }
+            return nil
+        }
+        let (script, closing) = plan.streamOpening(response, record: &record)
+        let stream = StreamedBody(exchange: exchange, upstream: upstream, closing: closing, sent: response.body.count)
+        let snapshot = record
+        core.updateEntry(sequence) {
+            $0.status = script.status
+            $0.policyClose = script.policyClose
+            $0.proxy = snapshot
+        }
+        exchange.whenEnded = { [unowned self, weak stream] in
+            // The client left (or the server reset) while the body was still coming: the rest is not wanted.
+            guard let stream, !stream.upstreamDone else { return }
+            stream.upstreamDone = true
+            stream.upstream?.abandon()
+            let sent = stream.sent
+            core.updateEntry(sequence) {
+                $0.proxy?.changed.append("the client left after \(sent) body bytes; the upstream connection was closed")
+                $0.proxy?.upstreamBytes = sent
+            }
+        }
+        exchange.respond(script, growing: true)
+        stream.pace()
+        return stream
+    }
+
+    /// The streamed body's end: the closing steps, or — when the upstream failed mid-body — the exchange is
+    /// abandoned (HTTP/1.1 closes the connection, HTTP/2 resets the stream: the truncation a client must notice).
+    private func endStream(
+        _ stream: StreamedBody, _ result: Result<UpstreamResponse, UpstreamError>, _ exchange: Exchange,
+        _ sequence: Int, _ record: inout ProxyRecord
+    ) {
+        guard !stream.upstreamDone else { return }
+        stream.upstreamDone = true
+        stream.upstream = nil
+        switch result {
+        case .success(let response):
+            stream.sent += response.body.count
+            exchange.finish(response.body.isEmpty ? stream.closing : [.body(response.body)] + stream.closing)
+        case .failure(let error):
+            record.failure = error.kind.rawValue
+            record.error = error.reason
+            record.changed.append("the body was cut short after \(stream.sent) bytes: the upstream failed")
+            exchange.finish([.abortExchange])
+        }
+        record.upstreamBytes = stream.sent
+        let snapshot = record
+        core.updateEntry(sequence) { $0.proxy = snapshot }
     }
 
     private func answer(
@@ -103,5 +181,47 @@ final class ProxyService {
     func stop() {
         pool.stop()
         _ = writeRecording()
+    }
+}
+
+/// A proxied body on its way from the upstream to the client (ARCHITECTURE §4d): each read is appended to the
+/// exchange's growing script, and the upstream connection stops reading while more than `highWater` bytes wait
+/// for the client, until the codec has pulled them down to `lowWater`. Loop thread only.
+final class StreamedBody {
+    static let highWater = 1024 * 1024
+    static let lowWater = 256 * 1024
+
+    let exchange: Exchange
+    weak var upstream: UpstreamConnection?
+    /// `.end`, and the connection's close when the response ends it.
+    let closing: [ScriptStep]
+    /// Body bytes handed to the exchange so far.
+    var sent: Int
+    /// The upstream's part is over: complete, failed, or abandoned because the client left.
+    var upstreamDone = false
+
+    init(exchange: Exchange, upstream: UpstreamConnection, closing: [ScriptStep], sent: Int) {
+        self.exchange = exchange
+        self.upstream = upstream
+        self.closing = closing
+        self.sent = sent
+    }
+
+    func forward(_ bytes: [UInt8]) {
+        guard !upstreamDone, !exchange.ended else { return }
+        sent += bytes.count
+        exchange.append([.body(bytes)])
+        pace()
+    }
+
+    /// Pauses the upstream while the client is behind; the codec's pulls resume it.
+    func pace() {
+        guard exchange.unpulledBytes > Self.highWater, let upstream, exchange.whenRoom == nil else { return }
+        upstream.pause()
+        exchange.roomMark = Self.lowWater
+        exchange.whenRoom = { [weak self] in
+            guard let self, !upstreamDone else { return }
+            self.upstream?.resume()
+        }
     }
 }

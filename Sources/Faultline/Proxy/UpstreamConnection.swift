@@ -18,6 +18,15 @@ struct UpstreamTiming {
 
 typealias UpstreamCompletion = (Result<UpstreamResponse, UpstreamError>, UpstreamTiming) -> Void
 
+/// Where a response whose body does not arrive with its head goes as it arrives, when the request may be
+/// streamed (ARCHITECTURE §4d): `head` once, with the body bytes read so far and the connection (to pause and
+/// resume its reading, or abandon it), then `body` per read. The completion still runs once at the end, with
+/// the response's last body bytes, or the failure that cut it short.
+struct UpstreamStreaming {
+    var head: (UpstreamResponse, UpstreamTiming, UpstreamConnection) -> Void
+    var body: ([UInt8]) -> Void
+}
+
 /// What names a pool of interchangeable upstream connections: the origin and how TLS is checked.
 struct UpstreamKey: Hashable {
     var secure: Bool
@@ -59,6 +68,11 @@ final class UpstreamConnection: TransportDelegate {
     @exclusivity(unchecked) private var method = "GET"
     @exclusivity(unchecked) private var parser: HTTPResponseParser?
     @exclusivity(unchecked) private var completion: UpstreamCompletion?
+    @exclusivity(unchecked) private var streaming: UpstreamStreaming?
+    /// The body is being streamed (the head went to `streaming.head`).
+    @exclusivity(unchecked) private var streamStarted = false
+    /// Reading stopped because the client is slower than the upstream (`pause`).
+    @exclusivity(unchecked) private var paused = false
     @exclusivity(unchecked) private var responseTimeout = 0
     @exclusivity(unchecked) private var limits = UpstreamLimits()
     @exclusivity(unchecked) private var timing = UpstreamTiming()
@@ -205,17 +219,21 @@ final class UpstreamConnection: TransportDelegate {
     /// Carries `request` (the whole message, `ProxyHeaders.upstreamRequest`); `completion` runs once.
     func send(
         _ request: [UInt8], method: String, limits: UpstreamLimits, reused: Bool, startedAt: UInt64,
-        completion: @escaping UpstreamCompletion
+        streaming: UpstreamStreaming? = nil, completion: @escaping UpstreamCompletion
     ) {
         self.request = request
         self.method = method
         self.completion = completion
+        self.streaming = streaming
+        streamStarted = false
+        paused = false
         self.limits = limits
         responseTimeout = limits.responseTimeout
         connectTimeout = limits.connectTimeout
         self.startedAt = startedAt
         timing = UpstreamTiming(reused: reused)
-        parser = HTTPResponseParser(requestMethod: method, maxBodyBytes: limits.maxResponseBytes)
+        parser = HTTPResponseParser(
+            requestMethod: method, maxBodyBytes: limits.maxResponseBytes, mayStream: streaming != nil)
         served += 1
         switch state {
         case .idle:
@@ -255,7 +273,7 @@ final class UpstreamConnection: TransportDelegate {
 
     private func readTLS() {
         guard let tls else { return }
-        while state == .busy || state == .idle {
+        while (state == .busy && !paused) || state == .idle {
             switch pool.tlsScratch.withBytes({ tls.read(into: $0) }) {
             case .bytes(let count):
                 pool.tlsScratch.withBytes { plaintext(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
@@ -282,10 +300,56 @@ final class UpstreamConnection: TransportDelegate {
             timing.firstByteMilliseconds = Self.milliseconds(since: sentAt)
         }
         switch parser!.feed(bytes) {
-        case .needMore: break
+        case .needMore: if streaming != nil { streamProgress() }
         case .complete(let response, let extra): succeed(response, reusable: response.reusable && !extra)
         case .failed(let reason): fail(UpstreamError(reason.contains("limit") ? .tooLarge : .badResponse, reason))
         }
+    }
+
+    // MARK: - Streaming a body
+
+    /// After a read that left the response unfinished: a body that did not come with its head starts streaming
+    /// (the head, with what came of the body, goes out at once), and a streaming body's new bytes go on. While
+    /// streaming, the response deadline is the longest silence between two reads, not the whole body's time.
+    private func streamProgress() {
+        guard let streaming, var parser, parser.inBody else { return }
+        if !streamStarted {
+            streamStarted = true
+            let head = parser.startStreaming()
+            self.parser = parser
+            streaming.head(head, timing, self)
+        } else {
+            let bytes = parser.takeBody()
+            self.parser = parser
+            if !bytes.isEmpty { streaming.body(bytes) }
+        }
+        if state == .busy && !paused { arm(responseTimeout, response: true) }
+    }
+
+    /// The client is slower than the upstream: stop reading (TCP's window then slows the upstream down). Its
+    /// silence meanwhile is not the upstream's fault: the deadline waits too.
+    func pause() {
+        guard state == .busy, streamStarted, !paused else { return }
+        paused = true
+        disarm()
+        transport?.setReading(false)
+    }
+
+    /// The client caught up: read again (what TLS holds already first).
+    func resume() {
+        guard state == .busy, paused else { return }
+        paused = false
+        arm(responseTimeout, response: true)
+        transport?.setReading(true)
+        if tls != nil { readTLS() }
+    }
+
+    /// The client went away mid-body: the rest is not wanted, and the connection cannot be reused with a body
+    /// unread. Nothing more is told.
+    func abandon() {
+        completion = nil
+        streaming = nil
+        close(abortive: true)
     }
 
     func transportPeerFinished() { upstreamClosed(reset: false) }
@@ -308,10 +372,13 @@ final class UpstreamConnection: TransportDelegate {
             if timing.reused, !parser.receivedAny, Self.retriable(method), let completion {
                 // RFC 9112 §9.3.1: a request on a kept-alive connection the server closed meanwhile may be retried
                 // when it is idempotent (RFC 9110 §9.2.2): once, on a fresh connection.
-                let (pool, key, request, method, limits, startedAt) = (pool, key, request, method, limits, startedAt)
+                let (pool, key, request, method, limits, startedAt, streaming) =
+                    (pool, key, request, method, limits, startedAt, streaming)
                 self.completion = nil
                 close()
-                pool.forward(key, request, method: method, limits: limits, startedAt: startedAt, fresh: true, completion)
+                pool.forward(
+                    key, request, method: method, limits: limits, startedAt: startedAt, fresh: true,
+                    streaming: streaming, completion)
                 return
             }
             if !reset, case .complete(let response, _) = parser.finish() {
@@ -320,7 +387,9 @@ final class UpstreamConnection: TransportDelegate {
                 return
             }
             let reason: String
-            if reset {
+            if reset && streamStarted {
+                reason = "\(key.host):\(key.port) reset the connection after \(parser.bodyBytes) body bytes"
+            } else if reset {
                 reason = parser.receivedAny ? "\(key.host):\(key.port) reset the connection in the middle of the response"
                     : "\(key.host):\(key.port) reset the connection without answering"
             } else if case .failed(let why) = parser.finish() {
@@ -345,6 +414,7 @@ final class UpstreamConnection: TransportDelegate {
         timing.totalMilliseconds = Self.milliseconds(since: startedAt)
         let done = completion
         completion = nil
+        streaming = nil
         parser = nil
         request = []
         if reusable, transport != nil {
@@ -360,6 +430,7 @@ final class UpstreamConnection: TransportDelegate {
         timing.totalMilliseconds = Self.milliseconds(since: startedAt)
         let done = completion
         completion = nil
+        streaming = nil
         close(abortive: true)
         done?(.failure(error), timing)
     }
@@ -408,6 +479,11 @@ final class UpstreamConnection: TransportDelegate {
     private func deadlinePassed() {
         if deadlineIsResponse {
             guard state == .busy else { return }
+            if streamStarted {
+                fail(UpstreamError(.timeout, "\(key.host):\(key.port) sent nothing for \(responseTimeout) ms after "
+                    + "\(parser?.bodyBytes ?? 0) body bytes"))
+                return
+            }
             let what = parser?.status == nil ? "no response" : "no complete response"
             fail(UpstreamError(.timeout, "\(what) from \(key.host):\(key.port) within \(responseTimeout) ms"))
         } else if state == .handshaking {

@@ -50,20 +50,25 @@ final class UpstreamPool {
     var openConnections: Int { live.count }
 
     /// Sends `request` to `key`'s upstream on an idle connection (unless `fresh`) or a new one; `completion` runs
-    /// once, on the loop, with the response read whole or why there is none.
+    /// once, on the loop, with the response read whole or why there is none (with `streaming`, a body that does not
+    /// come with its head goes there as it arrives, and the completion gets its last bytes).
     func forward(
         _ key: UpstreamKey, _ request: [UInt8], method: String, limits: UpstreamLimits, startedAt: UInt64,
-        fresh: Bool = false, _ completion: @escaping UpstreamCompletion
+        fresh: Bool = false, streaming: UpstreamStreaming? = nil, _ completion: @escaping UpstreamCompletion
     ) {
         // popLast in place: copying the array out of the dictionary and back copied it whole (a retain and a
         // release of every idle connection per request).
         if !fresh, let connection = idle[key]?.popLast() {
-            connection.send(request, method: method, limits: limits, reused: true, startedAt: startedAt, completion: completion)
+            connection.send(
+                request, method: method, limits: limits, reused: true, startedAt: startedAt, streaming: streaming,
+                completion: completion)
             return
         }
         let connection = UpstreamConnection(key: key, pool: self)
         live[ObjectIdentifier(connection)] = connection
-        connection.send(request, method: method, limits: limits, reused: false, startedAt: startedAt, completion: completion)
+        connection.send(
+            request, method: method, limits: limits, reused: false, startedAt: startedAt, streaming: streaming,
+            completion: completion)
         addresses(key) { [weak connection] result in
             guard let connection else { return }
             switch result {

@@ -44,10 +44,58 @@ package final class Exchange {
         isFault = script.fault != nil
     }
 
-    /// Gives a deferred exchange its script (an admin long-poll's answer) and wakes the codec if it waits.
-    package func respond(_ script: ResponseScript) {
+    /// Gives a deferred exchange its script (an admin long-poll's answer, an upstream's) and wakes the codec if it
+    /// waits. `growing`: more steps follow (`append`, then `finish`), as a proxied body arrives from its upstream.
+    package func respond(_ script: ResponseScript, growing: Bool = false) {
         guard !hasScript else { return }
         take(script)
+        isGrowing = growing
+        if growing { for step in steps { if case .body(let bytes) = step { unpulledBytes += bytes.count } } }
+        wake()
+    }
+
+    // MARK: - A growing script (ARCHITECTURE §4d: a proxied body streamed as it arrives)
+
+    /// More steps may follow the ones there: the codec pulls `.notYet` at their end and is woken by `append`.
+    /// A codec that sees it paces its pulls by its own output queue, so that a fast producer and a slow client
+    /// leave the bytes here, where `unpulledBytes` tells the producer to slow down.
+    @exclusivity(unchecked) package private(set) var isGrowing = false
+    /// Body bytes appended and not yet pulled by the codec: the producer's backpressure.
+    @exclusivity(unchecked) package private(set) var unpulledBytes = 0
+    /// Run (once) when a pull leaves `unpulledBytes` at or under `roomMark`: the producer may go on.
+    @exclusivity(unchecked) package var whenRoom: (() -> Void)?
+    @exclusivity(unchecked) package var roomMark = 0
+    /// Run (once) when the exchange ends, however: a producer stops producing for a client that is gone.
+    @exclusivity(unchecked) package var whenEnded: (() -> Void)?
+
+    /// Adds steps to a growing script and wakes the codec if it waits for them.
+    package func append(_ more: [ScriptStep]) {
+        guard isGrowing, !ended else { return }
+        add(more)
+        wake()
+    }
+
+    /// The script is complete with `last` (`.end`, an abort): the codec pulls `.finished` after them.
+    package func finish(_ last: [ScriptStep]) {
+        guard isGrowing else { return }
+        if !ended { add(last) }
+        isGrowing = false
+        wake()
+    }
+
+    private func add(_ more: [ScriptStep]) {
+        if cursor == steps.count {
+            // Everything before was pulled: the array is reused rather than kept growing for a long body.
+            steps.removeAll(keepingCapacity: true)
+            cursor = 0
+        }
+        for step in more {
+            if case .body(let bytes) = step { unpulledBytes += bytes.count }
+            steps.append(step)
+        }
+    }
+
+    private func wake() {
         let wake = whenScriptArrives
         whenScriptArrives = nil
         wake?()
@@ -64,15 +112,29 @@ package final class Exchange {
 
     /// The next step of the script. The codec pulls a step only when the previous one has been carried out.
     package func next() -> Pull {
-        guard cursor < steps.count else { return hasScript ? .finished : .notYet }
-        defer { cursor += 1 }
-        return .step(steps[cursor])
+        guard cursor < steps.count else { return hasScript && !isGrowing ? .finished : .notYet }
+        let step = steps[cursor]
+        cursor += 1
+        if case .body(let bytes) = step, unpulledBytes > 0 {
+            unpulledBytes -= bytes.count
+            if unpulledBytes <= roomMark, let room = whenRoom {
+                whenRoom = nil
+                room()
+            }
+        }
+        return .step(step)
     }
 
     /// Marks the exchange ended, once; true the first time.
     package func end() -> Bool {
-        defer { ended = true }
-        return !ended
+        guard !ended else { return false }
+        ended = true
+        whenRoom = nil
+        if let producer = whenEnded {
+            whenEnded = nil
+            producer()
+        }
+        return true
     }
 }
 

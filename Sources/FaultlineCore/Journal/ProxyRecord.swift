@@ -15,6 +15,8 @@ public struct ProxyRecord: Sendable, Equatable {
     public var reused = false
     /// The upstream's body size, as read (framing removed).
     public var upstreamBytes: Int?
+    /// The body was streamed to the client as it arrived, not read whole first (ARCHITECTURE §4d).
+    public var streamed = false
     /// Why no usable response came: `refused`, `reset`, `bad-response`, `tls`, `timeout`, `too-large`, `resolve`,
     /// `no-upstream`; nil on success.
     public var failure: String?
@@ -39,6 +41,7 @@ public struct ProxyRecord: Sendable, Equatable {
             ("totalMs", number(totalMilliseconds)),
             ("reused", .bool(reused)),
             ("upstreamBytes", upstreamBytes.map(JSONValue.int) ?? .null),
+            ("streamed", .bool(streamed)),
             ("failure", failure.map(JSONValue.string) ?? .null),
             ("error", error.map(JSONValue.string) ?? .null),
             ("changed", .array(changed.map(JSONValue.string))),
@@ -56,6 +59,7 @@ public struct ProxyRecord: Sendable, Equatable {
         totalMilliseconds = double(json["totalMs"])
         reused = json["reused"] == .bool(true)
         upstreamBytes = json["upstreamBytes"]?.intValue
+        streamed = json["streamed"] == .bool(true)
         failure = string(json["failure"])
         error = string(json["error"])
         if case .array(let items)? = json["changed"] { changed = items.compactMap(string) }

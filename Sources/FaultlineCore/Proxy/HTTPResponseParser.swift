@@ -10,6 +10,8 @@ package struct UpstreamResponse: Sendable, Equatable {
     /// Whether the connection may carry another request: HTTP/1.1 without `Connection: close`, HTTP/1.0 with
     /// `keep-alive`, and a body that was not delimited by the close.
     package var reusable: Bool
+    /// The body's length when `Content-Length` framed it; nil for chunked and close-delimited bodies.
+    package var declaredLength: Int?
 
     package init(
         status: Int, reason: String = "", version: HTTPVersion = .http1_1, headers: HTTPHeaders = HTTPHeaders(),
@@ -60,7 +62,13 @@ package struct HTTPResponseParser: Sendable {
     }
 
     package let maxHeaderBytes: Int
-    package let maxBodyBytes: Int
+    package private(set) var maxBodyBytes: Int
+    /// The caller may stream the body (`startStreaming`), so a `Content-Length` over `maxBodyBytes` is no failure.
+    private let mayStream: Bool
+    /// The body goes to the caller as it arrives (`takeBody`) instead of being kept whole.
+    package private(set) var streaming = false
+    /// Body bytes read so far, streamed or kept.
+    package private(set) var bodyBytes = 0
     private let headRequest: Bool
     private var state = State.head
     private var buffer: [UInt8] = []
@@ -70,10 +78,43 @@ package struct HTTPResponseParser: Sendable {
     /// be retried on a fresh one.
     package private(set) var receivedAny = false
 
-    package init(requestMethod: String, maxHeaderBytes: Int = 64 * 1024, maxBodyBytes: Int = 64 * 1024 * 1024) {
+    /// `mayStream`: the caller will stream a body that does not arrive with its head (`startStreaming`), so only
+    /// a body kept whole is held to `maxBodyBytes`.
+    package init(
+        requestMethod: String, maxHeaderBytes: Int = 64 * 1024, maxBodyBytes: Int = 64 * 1024 * 1024,
+        mayStream: Bool = false
+    ) {
         headRequest = requestMethod == "HEAD"
         self.maxHeaderBytes = maxHeaderBytes
         self.maxBodyBytes = maxBodyBytes
+        self.mayStream = mayStream
+    }
+
+    /// The body is streamed from here on: the response so far (its head, and the body bytes read with it) is
+    /// returned, and later body bytes are the caller's to take after each `feed` (`takeBody`, and the body of
+    /// `.complete`'s response). No limit applies to a streamed body. Only after the head (`status` is set).
+    package mutating func startStreaming() -> UpstreamResponse {
+        streaming = true
+        maxBodyBytes = .max
+        let head = response
+        response.body = []
+        return head
+    }
+
+    /// The body bytes read since the last take, while streaming.
+    package mutating func takeBody() -> [UInt8] {
+        guard !response.body.isEmpty else { return [] }
+        var taken: [UInt8] = []
+        swap(&taken, &response.body)
+        return taken
+    }
+
+    /// Whether the response's head is read and its body is not complete: what can be streamed.
+    package var inBody: Bool {
+        switch state {
+        case .fixed, .chunkSize, .chunkData, .chunkEnd, .trailers, .untilClose: true
+        case .head, .done, .failed: false
+        }
     }
 
     /// Whether the response's head has been read (a time-to-first-byte was seen and the status is known).
@@ -148,6 +189,7 @@ package struct HTTPResponseParser: Sendable {
             case .fixed(let remaining):
                 let available = min(remaining, buffer.count - position)
                 response.body.append(contentsOf: buffer[position..<(position + available)])
+                bodyBytes += available
                 position += available
                 if remaining - available > 0 {
                     state = .fixed(remaining: remaining - available)
@@ -171,6 +213,7 @@ package struct HTTPResponseParser: Sendable {
             case .chunkData(let remaining):
                 let available = min(remaining, buffer.count - position)
                 response.body.append(contentsOf: buffer[position..<(position + available)])
+                bodyBytes += available
                 position += available
                 if remaining - available > 0 {
                     state = .chunkData(remaining: remaining - available)
@@ -187,6 +230,7 @@ package struct HTTPResponseParser: Sendable {
                 if text.isEmpty { return complete() }
             case .untilClose:
                 response.body.append(contentsOf: buffer[position...])
+                bodyBytes += buffer.count - position
                 position = buffer.count
                 if response.body.count > maxBodyBytes { return tooLarge() }
                 return .needMore
@@ -320,10 +364,11 @@ package struct HTTPResponseParser: Sendable {
             guard valid, let length else {
                 return "an invalid Content-Length \(Self.quoted(lengths.joined(separator: ", ")))"
             }
-            if length > maxBodyBytes {
+            if length > maxBodyBytes && !mayStream {
                 return "the upstream's body (Content-Length \(length)) is larger than the proxy's limit of \(maxBodyBytes) bytes"
             }
             state = .fixed(remaining: length)
+            response.declaredLength = length
             return nil
         }
         state = .untilClose

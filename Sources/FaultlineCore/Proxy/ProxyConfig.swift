@@ -112,9 +112,10 @@ public struct ProxyConfig: Sendable, Equatable {
     /// Verify the upstream's certificate and host name (default true).
     public var verify: Bool?
     public var connectTimeoutMilliseconds: Int?
-    /// From the request sent to the response complete.
+    /// From the request sent to the response complete; once a body streams, the longest silence between two reads.
     public var responseTimeoutMilliseconds: Int?
-    /// A larger body is answered with 502 naming the limit.
+    /// A body read whole (for a fault, a drip, idempotency, a recording) that is larger is answered with 502 naming
+    /// the limit; a streamed body has none.
     public var maxResponseBytes: Int?
 
     public static let defaultConnectTimeoutMilliseconds = 5_000

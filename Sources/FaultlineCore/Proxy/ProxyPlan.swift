@@ -115,6 +115,49 @@ package final class ProxyPlan {
         return script
     }
 
+    // MARK: - Streaming (ARCHITECTURE §4d)
+
+    /// Whether the upstream's body may go to the client as it arrives rather than read whole first: the step
+    /// has no fault and no drip (they need the whole body, or its length), no idempotency key waits to store the
+    /// answer, and the client can take a body of unknown length (HTTP/1.1 chunked, HTTP/2 frames; an HTTP/1.0
+    /// client cannot). Headers, delay and the connection policy apply to a streamed body as to a whole one.
+    package func canStream(recording: Bool) -> Bool {
+        step?.fault == nil && step?.drip == nil && idempotency == nil && !recording
+            && request.head.version != .http1_0 && request.method != "HEAD"
+    }
+
+    /// The beginning of a streamed response's script — the step's delay, the head, the body bytes that came with
+    /// the head — and the steps that end it when the upstream's body is complete. The head is the one `script`
+    /// would send (the upstream's end-to-end fields, the step's headers over them, the extra ones), framed by the
+    /// upstream's `Content-Length` when it gave one, else chunked (HTTP/2 sends DATA frames either way).
+    package func streamOpening(
+        _ response: UpstreamResponse, record: inout ProxyRecord
+    ) -> (script: ResponseScript, closing: [ScriptStep]) {
+        record.upstreamStatus = response.status
+        record.streamed = true
+        let step = self.step ?? ResponseStep()
+        var headers = ProxyHeaders.clientResponse(response, requestMethod: request.method)
+        for field in step.headers { headers.set(name: field.name, value: field.value) }
+        if !step.headers.isEmpty { record.changed.append("headers set: " + step.headers.map(\.name).joined(separator: ", ")) }
+        for field in extraHeaders { headers.append(name: field.name, value: field.value) }
+        let keepAlive = request.head.clientWantsKeepAlive && !step.closeConnection
+        let length = response.declaredLength
+        if length == nil { headers.append(name: "Transfer-Encoding", value: "chunked") }
+        var steps = ResponsePlanner.waitSteps(step.delay, &random)
+        let waited = steps.reduce(0) { if case .wait(let ms) = $1 { $0 + ms } else { $0 } }
+        if waited > 0 { record.changed.append("delay \(waited) ms") }
+        steps.append(.head(ResponseHead(status: response.status, headers: headers, bodyLength: length ?? 0, close: !keepAlive)))
+        if !response.body.isEmpty { steps.append(.body(response.body)) }
+        var script = ResponseScript(steps: steps, status: response.status, keepAlive: keepAlive)
+        var closing: [ScriptStep] = [.end]
+        if !keepAlive { closing.append(.abortConnection(.close)) }
+        applyConnectionPolicy(&script, record: &record)
+        if case .abortConnection? = script.steps.last, script.steps.count > steps.count {
+            closing.append(script.steps.removeLast())
+        }
+        return (script, closing)
+    }
+
     /// What becomes of the idempotency key once `script(for:)` has made the answer (nil without a key): the
     /// response to store, or nil to free the key, and whether the upstream's work counts as a side effect. As on a
     /// scripted step: a fault other than `commit-then-*` broke the exchange before the client could learn the

@@ -2,7 +2,7 @@ extension ScenarioLoader {
     static let proxyKeys = [
         "upstream", "host", "unmatched", "caFile", "verify", "connectTimeoutMs", "responseTimeoutMs", "maxResponseBytes",
     ]
-    /// The largest `maxResponseBytes`: a proxied body is held whole in memory while its fault is applied.
+    /// The largest `maxResponseBytes`: a proxied body read whole is held in memory while its fault is applied.
     static let maxProxyResponseBytes = 1 << 30
 }
 
