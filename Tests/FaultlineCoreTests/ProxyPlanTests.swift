@@ -166,4 +166,47 @@ import Testing
         #expect(errors(Self.upstream, step: #"{"proxy": true, "fault": "reset"}"#).first?.contains("commit-then-reset") == true)
         #expect(errors(Self.upstream, step: #"{"proxy": true, "fault": "truncate-body", "delayMs": 5}"#).isEmpty)
     }
+
+    /// The plain forward's one-pass head (`ProxyHeaders.clientHead`, `ProxyPlan.plainScript`) against the planner's
+    /// path it short-cuts: the same bytes on the wire, the same fields for HTTP/2, the same script.
+    @Test func thePlainForwardIsThePlannersAnswerByteForByte() throws {
+        let engine = try Self.engine("""
+            {"name": "p", "proxy": \(Self.upstream), "routes": [{"id": "slow", "match": {"path": "/slow"},
+             "responses": [{"proxy": true, "delayMs": 15}]}]}
+            """)
+        let answers = [
+            Self.answer,
+            UpstreamResponse(status: 404, headers: HTTPHeaders([("Via", "1.0 edge"), ("Connection", "close, X-A"),
+                ("X-A", "hop"), ("x-b", "kept"), ("Via", "1.1 cdn"), ("Transfer-Encoding", "chunked")]),
+                body: Array("missing".utf8)),
+            UpstreamResponse(status: 201, headers: HTTPHeaders([("Location", "/o/1"), ("Proxy-Agent", "x")])),
+        ]
+        let requests = [Self.request("/a"), Self.request("/a", headers: [("Connection", "close")]),
+                        Self.request("/slow"), HTTPRequest(head: HTTPRequestHead(method: "GET", target: "/a", version: .http2,
+                                                                               headers: HTTPHeaders([(":path", "/a")])))]
+        for (index, request) in requests.enumerated() {
+            for answer in answers {
+                let plan = try #require(engine.decide(request, requestID: index).proxy)
+                var record = ProxyRecord(upstream: plan.upstreamURL)
+                let fast = plan.script(for: answer, record: &record)
+                var random = SeededRandom(seed: 1)
+                let keepAlive = request.head.clientWantsKeepAlive
+                let planned = ResponsePlanner.respond(
+                    HTTPResponse(status: answer.status, headers: ProxyHeaders.clientResponse(answer, requestMethod: "GET"),
+                                 body: answer.body),
+                    step: ResponseStep(), after: request.path == "/slow" ? [.wait(milliseconds: 15)] : [], for: request,
+                    random: &random, extraHeaders: [], keepResponse: false)
+                #expect(HTTP1Renderer.bytes(fast) == HTTP1Renderer.bytes(planned), "\(request.path) \(answer.status)")
+                #expect(fast.steps == planned.steps && fast.keepAlive == planned.keepAlive && fast.keepAlive == keepAlive)
+                guard case .head(let head)? = fast.steps.first(where: { if case .head = $0 { true } else { false } }),
+                      case .head(let expected)? = planned.steps.first(where: { if case .head = $0 { true } else { false } })
+                else {
+                    Issue.record("no head")
+                    continue
+                }
+                #expect(head.headers == expected.headers && head.contentLength == expected.contentLength && !head.chunked)
+                #expect(record.changed == (request.path == "/slow" ? ["delay 15 ms"] : []))
+            }
+        }
+    }
 }

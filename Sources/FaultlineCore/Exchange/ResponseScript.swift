@@ -38,11 +38,31 @@ package final class ResponseHead: Sendable, Equatable {
     package init(status: Int, headers: HTTPHeaders, bodyLength: Int, close: Bool) {
         self.status = status
         self.headers = headers
-        chunked = headers["transfer-encoding"]?.lowercased().contains("chunked") ?? false
+        // One pass over the fields: every response that is not prepared at load builds its head here.
+        var chunked = false
+        var framed = false
+        for field in headers.fields {
+            if field.name.caseInsensitiveEquals("transfer-encoding") {
+                framed = true
+                if !chunked { chunked = field.value.lowercased().contains("chunked") }
+            } else if field.name.caseInsensitiveEquals("content-length") {
+                framed = true
+            }
+        }
+        self.chunked = chunked
         let bodyless = status < 200 || status == 204 || status == 304
-        contentLength = bodyless || headers.contains("content-length") || headers.contains("transfer-encoding")
-            ? nil : bodyLength
+        contentLength = bodyless || framed ? nil : bodyLength
         http1 = HTTPResponse(status: status, headers: headers).serializedHead(close: close, bodyLength: bodyLength)
+    }
+
+    /// A head whose HTTP/1.1 bytes were serialized by the caller, in the same pass that chose its fields
+    /// (`ProxyHeaders.clientHead`): `http1` must be what the other initializer would make of them.
+    package init(status: Int, headers: HTTPHeaders, http1: [UInt8], contentLength: Int?, chunked: Bool) {
+        self.status = status
+        self.headers = headers
+        self.http1 = http1
+        self.contentLength = contentLength
+        self.chunked = chunked
     }
 
     package static func == (lhs: ResponseHead, rhs: ResponseHead) -> Bool {

@@ -202,3 +202,51 @@ extension StringProtocol {
         return String(decoding: bytes[first...last], as: UTF8.self)
     }
 }
+
+extension HTTPHeaders {
+    /// Calls `body` with the bytes of each token of the `Connection` fields (RFC 9110 §7.6.1), spaces trimmed: no
+    /// allocation, since this runs for every proxied message both ways.
+    package func forEachConnectionToken(_ body: (UnsafeBufferPointer<UInt8>) -> Void) {
+        for field in fields where field.name.caseInsensitiveEquals("connection") {
+            var value = field.value
+            value.withUTF8 { bytes in
+                var start = 0
+                while start < bytes.count {
+                    var end = start
+                    while end < bytes.count && bytes[end] != UInt8(ascii: ",") { end += 1 }
+                    var first = start, last = end
+                    while first < last && (bytes[first] == 0x20 || bytes[first] == 0x09) { first += 1 }
+                    while last > first && (bytes[last - 1] == 0x20 || bytes[last - 1] == 0x09) { last -= 1 }
+                    if last > first { body(UnsafeBufferPointer(rebasing: bytes[first..<last])) }
+                    start = end + 1
+                }
+            }
+        }
+    }
+
+    /// Whether `token` is `lowerCased` (ASCII letters compared without case).
+    package static func token(_ token: UnsafeBufferPointer<UInt8>, is lowerCased: StaticString) -> Bool {
+        guard token.count == lowerCased.utf8CodeUnitCount else { return false }
+        let expected = lowerCased.utf8Start
+        for index in 0..<token.count {
+            let byte = token[index]
+            let folded = byte >= 65 && byte <= 90 ? byte | 0x20 : byte
+            if folded != expected[index] { return false }
+        }
+        return true
+    }
+}
+
+extension Array where Element == UInt8 {
+    /// Appends `value` in decimal, without making a String.
+    package mutating func appendDecimal(_ value: Int) {
+        if value < 0 { append(UInt8(ascii: "-")) }
+        let number = value.magnitude
+        var divisor: UInt = 1
+        while divisor <= number / 10 { divisor *= 10 }
+        while divisor > 0 {
+            append(UInt8(truncatingIfNeeded: number / divisor % 10) + 0x30)
+            divisor /= 10
+        }
+    }
+}

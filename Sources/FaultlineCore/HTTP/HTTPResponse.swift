@@ -30,7 +30,7 @@ package struct HTTPResponse: Sendable, Equatable {
     ) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(128 + headers.count * 32)
-        out.append(contentsOf: "\(version) \(status) \(HTTPStatus.reasonPhrase(status))\r\n".utf8)
+        Self.appendStatusLine(status, version: version, to: &out)
         var hasLength = false
         var hasConnection = false
         for field in headers {
@@ -45,13 +45,30 @@ package struct HTTPResponse: Sendable, Equatable {
         }
         let bodyless = status < 200 || status == 204 || status == 304
         if !hasLength && !bodyless && framed {
-            out.append(contentsOf: "Content-Length: \(bodyLength ?? body.count)\r\n".utf8)
+            out.append(contentsOf: "Content-Length: ".utf8)
+            out.appendDecimal(bodyLength ?? body.count)
+            out.append(contentsOf: "\r\n".utf8)
         }
         if close && !hasConnection {
             out.append(contentsOf: "Connection: close\r\n".utf8)
         }
         out.append(contentsOf: "\r\n".utf8)
         return out
+    }
+
+    /// `HTTP/1.1 200 OK` and CRLF, byte by byte rather than by interpolation: this runs for every response that
+    /// is not prepared at load.
+    package static func appendStatusLine(_ status: Int, version: HTTPVersion = .http1_1, to out: inout [UInt8]) {
+        if version == .http1_1 {
+            out.append(contentsOf: "HTTP/1.1 ".utf8)
+        } else {
+            out.append(contentsOf: version.description.utf8)
+            out.append(0x20)
+        }
+        out.appendDecimal(status)
+        out.append(0x20)
+        out.append(contentsOf: HTTPStatus.reasonPhrase(status).utf8)
+        out.append(contentsOf: "\r\n".utf8)
     }
 
     /// Head and body together.

@@ -306,9 +306,7 @@ package struct HTTPResponseParser: Sendable {
             var valueEnd = fieldEnd
             while valueStart < valueEnd && (buffer[valueStart] == 0x20 || buffer[valueStart] == 0x09) { valueStart += 1 }
             while valueEnd > valueStart && (buffer[valueEnd - 1] == 0x20 || buffer[valueEnd - 1] == 0x09) { valueEnd -= 1 }
-            headers.append(
-                name: String(decoding: buffer[start..<colon], as: UTF8.self),
-                value: String(decoding: buffer[valueStart..<valueEnd], as: UTF8.self))
+            headers.append(name: Self.text(buffer, start..<colon), value: Self.text(buffer, valueStart..<valueEnd))
         }
         let reason = statusLine.count > 13 ? String(decoding: statusLine[(base + 13)...], as: UTF8.self) : ""
         position = end
@@ -377,15 +375,15 @@ package struct HTTPResponseParser: Sendable {
     }
 
     /// Whether a `Connection` field lists `option` (lower-case), compared without case, byte by byte.
-    private static func hasConnectionOption(_ headers: HTTPHeaders, _ option: String) -> Bool {
-        for field in headers.fields where field.name.caseInsensitiveEquals("connection") {
-            for part in field.value.utf8.split(separator: UInt8(ascii: ",")) {
-                let trimmed = part.drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 }
-                if trimmed.count == option.utf8.count,
-                   zip(trimmed.reversed(), option.utf8).allSatisfy({ ($0 | 0x20) == $1 }) { return true }
-            }
-        }
-        return false
+    private static func hasConnectionOption(_ headers: HTTPHeaders, _ option: StaticString) -> Bool {
+        var found = false
+        headers.forEachConnectionToken { if HTTPHeaders.token($0, is: option) { found = true } }
+        return found
+    }
+
+    /// The bytes in `range` as a String, decoded from the buffer's memory (an ArraySlice took the slow generic path).
+    private static func text(_ buffer: [UInt8], _ range: Range<Int>) -> String {
+        buffer.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[range]), as: UTF8.self) }
     }
 
     private static func quoted(_ text: String) -> String { JSONValue.string(text).serialized() }

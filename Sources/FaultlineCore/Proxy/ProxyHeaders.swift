@@ -20,10 +20,9 @@ package enum ProxyHeaders {
     /// `keep-alive` options, which name no field.
     package static func connectionOptions(_ headers: HTTPHeaders) -> Set<String> {
         var names: Set<String> = []
-        for field in headers.fields where field.name.caseInsensitiveEquals("connection") {
-            for part in field.value.split(separator: ",") {
-                let name = String(part).trimmingWhitespace().lowercased()
-                if name != "close" && name != "keep-alive" && !name.isEmpty { names.insert(name) }
+        headers.forEachConnectionToken { token in
+            if !HTTPHeaders.token(token, is: "close") && !HTTPHeaders.token(token, is: "keep-alive") {
+                names.insert(String(decoding: token, as: UTF8.self).lowercased())
             }
         }
         return names
@@ -42,11 +41,16 @@ package enum ProxyHeaders {
         var clientHost = headers["host"] ?? headers[":authority"]
         var out: [UInt8] = []
         out.reserveCapacity(256 + headers.count * 32 + request.body.count)
-        let target = request.target.hasPrefix("/") ? upstream.basePath + request.target
-            : request.target == "*" ? "*" : upstream.basePath + "/" + request.target
         out.append(contentsOf: request.method.utf8)
         out.append(0x20)
-        out.append(contentsOf: target.utf8)
+        let target = request.target
+        if target == "*" {
+            out.append(UInt8(ascii: "*"))
+        } else {
+            out.append(contentsOf: upstream.basePath.utf8)
+            if target.utf8.first != UInt8(ascii: "/") { out.append(UInt8(ascii: "/")) }
+            out.append(contentsOf: target.utf8)
+        }
         out.append(contentsOf: " HTTP/1.1\r\n".utf8)
         let hostValue: String
         switch host {
@@ -77,8 +81,10 @@ package enum ProxyHeaders {
         if let original = clientHost, host != .client { append("X-Forwarded-Host", original, to: &out) }
         clientHost = nil
         // The body was read whole (chunked or not): Content-Length frames it. A bodyless GET sends none.
-        if !request.body.isEmpty || ["POST", "PUT", "PATCH"].contains(request.method) {
-            append("Content-Length", String(request.body.count), to: &out)
+        if !request.body.isEmpty || request.method == "POST" || request.method == "PUT" || request.method == "PATCH" {
+            out.append(contentsOf: "Content-Length: ".utf8)
+            out.appendDecimal(request.body.count)
+            out.append(contentsOf: "\r\n".utf8)
         }
         out.append(contentsOf: "\r\n".utf8)
         out.append(contentsOf: request.body)
@@ -90,6 +96,38 @@ package enum ProxyHeaders {
         out.append(contentsOf: ": ".utf8)
         out.append(contentsOf: value.utf8)
         out.append(contentsOf: "\r\n".utf8)
+    }
+
+    /// The head a plainly forwarded response gets (no step headers, nothing added): `clientResponse`'s fields,
+    /// then `Content-Length: bodyLength` and `Connection: close` when `close`, chosen and serialized in one pass —
+    /// the same head `ResponseHead(status:headers:bodyLength:close:)` makes of them, for less (every proxied
+    /// request builds one). Not for a HEAD's or a bodyless status's response (their length fields are kept).
+    package static func clientHead(_ response: UpstreamResponse, bodyLength: Int, close: Bool) -> ResponseHead {
+        let listed = connectionOptions(response.headers)
+        var headers = HTTPHeaders()
+        var out: [UInt8] = []
+        out.reserveCapacity(160 + response.headers.count * 40)
+        HTTPResponse.appendStatusLine(response.status, to: &out)
+        var via: String?
+        for field in response.headers {
+            let name = field.name
+            if isHopByHop(name, listed: listed) || isNamed(name, "content-length") { continue }
+            if isNamed(name, "via") {
+                via = via.map { $0 + ", " + field.value } ?? field.value
+                continue
+            }
+            headers.append(name: name, value: field.value)
+            append(name, field.value, to: &out)
+        }
+        let ourVia = via.map { $0 + ", " + Self.via } ?? Self.via
+        headers.append(name: "Via", value: ourVia)
+        append("Via", ourVia, to: &out)
+        out.append(contentsOf: "Content-Length: ".utf8)
+        out.appendDecimal(bodyLength)
+        out.append(contentsOf: "\r\n".utf8)
+        if close { out.append(contentsOf: "Connection: close\r\n".utf8) }
+        out.append(contentsOf: "\r\n".utf8)
+        return ResponseHead(status: response.status, headers: headers, http1: out, contentLength: bodyLength, chunked: false)
     }
 
     /// The upstream's fields as the client receives them: end-to-end fields only, `Via` with our hop. The

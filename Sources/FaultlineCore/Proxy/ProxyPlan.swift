@@ -81,6 +81,7 @@ package final class ProxyPlan {
     package func script(for response: UpstreamResponse, record: inout ProxyRecord) -> ResponseScript {
         record.upstreamStatus = response.status
         record.upstreamBytes = response.body.count
+        if let plain = plainScript(for: response, record: &record) { return plain }
         var step = self.step ?? ResponseStep()
         step.status = response.status
         var http = HTTPResponse(
@@ -156,6 +157,26 @@ package final class ProxyPlan {
             closing.append(script.steps.removeLast())
         }
         return (script, closing)
+    }
+
+    /// The common case without the planner: no fault, drip, step headers or extra headers, no key to store, an
+    /// HTTP/1.1 or HTTP/2 client, a response with a body by definition — the upstream's answer as it is, after the
+    /// step's delay, its head made in one pass (`ProxyHeaders.clientHead`). The same script `respond` would make
+    /// (tested side by side); nil when any of that does not hold.
+    private func plainScript(for response: UpstreamResponse, record: inout ProxyRecord) -> ResponseScript? {
+        guard idempotency == nil, extraHeaders.isEmpty, request.head.version != .http1_0, request.method != "HEAD",
+              response.status >= 200, response.status != 204, response.status != 304 else { return nil }
+        if let step, step.fault != nil || step.drip != nil || !step.headers.isEmpty { return nil }
+        let keepAlive = request.head.clientWantsKeepAlive && !(step?.closeConnection ?? false)
+        var steps = ResponsePlanner.waitSteps(step?.delay, &random)
+        if case .wait(let waited)? = steps.first { record.changed.append("delay \(waited) ms") }
+        steps.append(.head(ProxyHeaders.clientHead(response, bodyLength: response.body.count, close: !keepAlive)))
+        if !response.body.isEmpty { steps.append(.body(response.body)) }
+        steps.append(.end)
+        if !keepAlive { steps.append(.abortConnection(.close)) }
+        var script = ResponseScript(steps: steps, status: response.status, keepAlive: keepAlive)
+        applyConnectionPolicy(&script, record: &record)
+        return script
     }
 
     /// What becomes of the idempotency key once `script(for:)` has made the answer (nil without a key): the
