@@ -48,55 +48,66 @@ final class ProxyService {
             maxResponseBytes: plan.config.responseLimit)
         let bytes = plan.requestBytes(client: connection.clientHost, clientTLS: connection.tls != nil)
         // A body that does not come with its head is streamed when the plan allows it (`ProxyPlan.canStream`).
-        var stream: StreamedBody?
-        let streaming = plan.canStream(recording: recording != nil) ? UpstreamStreaming(
-            head: { [unowned self] response, timing, upstream in
-                record.connectMilliseconds = timing.connectMilliseconds
-                record.firstByteMilliseconds = timing.firstByteMilliseconds
-                record.reused = timing.reused
-                stream = startStream(plan, response, upstream, exchange, sequence, &record)
-            },
-            body: { bytes in stream?.forward(bytes) }
-        ) : nil
-        pool.forward(key, bytes, method: plan.request.method, limits: limits, startedAt: startedAt, streaming: streaming) {
-            [unowned self] result, timing in
-            record.connectMilliseconds = timing.connectMilliseconds
-            record.firstByteMilliseconds = timing.firstByteMilliseconds
-            record.totalMilliseconds = timing.totalMilliseconds
-            record.reused = timing.reused
-            if let stream {
-                endStream(stream, result, exchange, sequence, &record)
-                return
-            }
-            let script: ResponseScript
-            var notes: [JournalNote] = []
-            switch result {
-            case .success(let response):
-                script = plan.script(for: response, record: &record)
-                recording?.record(plan.request, response, milliseconds: timing.totalMilliseconds)
-                if let hold = plan.idempotency, let settled = plan.settlement(upstreamStatus: response.status) {
-                    core.engine.settleIdempotency(hold, stored: settled.stored, sideEffect: settled.sideEffect, now: core.now())
-                    if settled.sideEffect { notes.append(.sideEffect(route: hold.scope)) }
-                    notes.append(.remark(settled.stored != nil
-                        ? "idempotency: key \(hold.key) stored with the upstream's \(response.status)"
-                        : "idempotency: key \(hold.key) not stored (upstream \(response.status)"
-                            + (plan.step?.fault.map { ", \($0.name.rawValue)" } ?? "") + "), free for a retry"))
-                }
-            case .failure(let error):
-                script = plan.failureScript(error.kind, error.reason, record: &record)
-                if let hold = plan.idempotency {
-                    core.engine.settleIdempotency(hold, stored: nil, sideEffect: false, now: core.now())
-                    notes.append(.remark("idempotency: key \(hold.key) not stored (upstream \(error.kind.rawValue)), free for a retry"))
-                }
-            }
-            answer(exchange, sequence, script, record, notes: notes)
+        let forwarded = ForwardedRequest(
+            service: self, plan: plan, exchange: exchange, sequence: sequence, record: record,
+            mayStream: plan.canStream(recording: recording != nil))
+        pool.forward(key, bytes, method: plan.request.method, limits: limits, startedAt: startedAt, forwarded)
+    }
+
+    /// The upstream's response, read whole, or why there is none — or the end of a streamed body: the script from
+    /// the plan, the journal, the recording, the idempotency key settled, the exchange answered.
+    fileprivate func finish(
+        _ forwarded: ForwardedRequest, _ result: Result<UpstreamResponse, UpstreamError>, _ timing: UpstreamTiming
+    ) {
+        let (plan, exchange, sequence) = (forwarded.plan, forwarded.exchange, forwarded.sequence)
+        var record = forwarded.record
+        record.connectMilliseconds = timing.connectMilliseconds
+        record.firstByteMilliseconds = timing.firstByteMilliseconds
+        record.totalMilliseconds = timing.totalMilliseconds
+        record.reused = timing.reused
+        if let stream = forwarded.stream {
+            endStream(stream, result, exchange, sequence, &record)
+            return
         }
+        let script: ResponseScript
+        var notes: [JournalNote] = []
+        switch result {
+        case .success(let response):
+            script = plan.script(for: response, record: &record)
+            recording?.record(plan.request, response, milliseconds: timing.totalMilliseconds)
+            if let hold = plan.idempotency, let settled = plan.settlement(upstreamStatus: response.status) {
+                core.engine.settleIdempotency(hold, stored: settled.stored, sideEffect: settled.sideEffect, now: core.now())
+                if settled.sideEffect { notes.append(.sideEffect(route: hold.scope)) }
+                notes.append(.remark(settled.stored != nil
+                    ? "idempotency: key \(hold.key) stored with the upstream's \(response.status)"
+                    : "idempotency: key \(hold.key) not stored (upstream \(response.status)"
+                        + (plan.step?.fault.map { ", \($0.name.rawValue)" } ?? "") + "), free for a retry"))
+            }
+        case .failure(let error):
+            script = plan.failureScript(error.kind, error.reason, record: &record)
+            if let hold = plan.idempotency {
+                core.engine.settleIdempotency(hold, stored: nil, sideEffect: false, now: core.now())
+                notes.append(.remark("idempotency: key \(hold.key) not stored (upstream \(error.kind.rawValue)), free for a retry"))
+            }
+        }
+        answer(exchange, sequence, script, record, notes: notes)
     }
 
     // MARK: - Streaming
 
     /// The upstream's head came without the whole body: the client gets the head (after the step's delay) and
-    /// the body so far now, the rest as it arrives (`StreamedBody`). Nil when the client has already left.
+    /// the body so far now, the rest as it arrives (`StreamedBody`). None when the client has already left.
+    fileprivate func startStream(
+        _ forwarded: ForwardedRequest, _ response: UpstreamResponse, _ timing: UpstreamTiming,
+        _ upstream: UpstreamConnection
+    ) {
+        forwarded.record.connectMilliseconds = timing.connectMilliseconds
+        forwarded.record.firstByteMilliseconds = timing.firstByteMilliseconds
+        forwarded.record.reused = timing.reused
+        forwarded.stream = startStream(
+            forwarded.plan, response, upstream, forwarded.exchange, forwarded.sequence, &forwarded.record)
+    }
+
     private func startStream(
         _ plan: ProxyPlan, _ response: UpstreamResponse, _ upstream: UpstreamConnection, _ exchange: Exchange,
         _ sequence: Int, _ record: inout ProxyRecord
@@ -223,5 +234,37 @@ final class StreamedBody {
             guard let self, !upstreamDone else { return }
             self.upstream?.resume()
         }
+    }
+}
+
+/// One forwarded request on its way (ARCHITECTURE §4d): what the pool's connection reports to — one allocation
+/// per request rather than a closure per event. Loop thread only.
+final class ForwardedRequest: UpstreamReceiver {
+    private unowned(unsafe) let service: ProxyService
+    let plan: ProxyPlan
+    let exchange: Exchange
+    let sequence: Int
+    var record: ProxyRecord
+    let mayStream: Bool
+    /// Set when the body streams (`upstreamHead`).
+    var stream: StreamedBody?
+
+    init(service: ProxyService, plan: ProxyPlan, exchange: Exchange, sequence: Int, record: ProxyRecord, mayStream: Bool) {
+        self.service = service
+        self.plan = plan
+        self.exchange = exchange
+        self.sequence = sequence
+        self.record = record
+        self.mayStream = mayStream
+    }
+
+    func upstreamHead(_ response: UpstreamResponse, _ timing: UpstreamTiming, _ connection: UpstreamConnection) {
+        service.startStream(self, response, timing, connection)
+    }
+
+    func upstreamBody(_ bytes: [UInt8]) { stream?.forward(bytes) }
+
+    func upstreamFinished(_ result: Result<UpstreamResponse, UpstreamError>, _ timing: UpstreamTiming) {
+        service.finish(self, result, timing)
     }
 }

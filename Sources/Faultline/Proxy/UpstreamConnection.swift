@@ -16,15 +16,17 @@ struct UpstreamTiming {
     var reused = false
 }
 
-typealias UpstreamCompletion = (Result<UpstreamResponse, UpstreamError>, UpstreamTiming) -> Void
-
-/// Where a response whose body does not arrive with its head goes as it arrives, when the request may be
-/// streamed (ARCHITECTURE §4d): `head` once, with the body bytes read so far and the connection (to pause and
-/// resume its reading, or abandon it), then `body` per read. The completion still runs once at the end, with
-/// the response's last body bytes, or the failure that cut it short.
-struct UpstreamStreaming {
-    var head: (UpstreamResponse, UpstreamTiming, UpstreamConnection) -> Void
-    var body: ([UInt8]) -> Void
+/// Who hears how a forwarded request went (`ProxyService`'s `ForwardedRequest`): one object per request rather
+/// than a closure per event, since every proxied request makes one. `upstreamFinished` runs once, with the response
+/// read whole or why there is none. When `mayStream`, a body that does not come with its head goes out as it
+/// arrives (ARCHITECTURE §4d): `upstreamHead` once, with the body bytes read so far and the connection (to pause
+/// and resume its reading, or abandon it), then `upstreamBody` per read, and `upstreamFinished` gets the last bytes
+/// or the failure that cut the body short.
+protocol UpstreamReceiver: AnyObject {
+    var mayStream: Bool { get }
+    func upstreamHead(_ response: UpstreamResponse, _ timing: UpstreamTiming, _ connection: UpstreamConnection)
+    func upstreamBody(_ bytes: [UInt8])
+    func upstreamFinished(_ result: Result<UpstreamResponse, UpstreamError>, _ timing: UpstreamTiming)
 }
 
 /// What names a pool of interchangeable upstream connections: the origin and how TLS is checked.
@@ -67,9 +69,8 @@ final class UpstreamConnection: TransportDelegate {
     @exclusivity(unchecked) private var request: [UInt8] = []
     @exclusivity(unchecked) private var method = "GET"
     @exclusivity(unchecked) private var parser: HTTPResponseParser?
-    @exclusivity(unchecked) private var completion: UpstreamCompletion?
-    @exclusivity(unchecked) private var streaming: UpstreamStreaming?
-    /// The body is being streamed (the head went to `streaming.head`).
+    @exclusivity(unchecked) private var receiver: UpstreamReceiver?
+    /// The body is being streamed (the head went to `upstreamHead`).
     @exclusivity(unchecked) private var streamStarted = false
     /// Reading stopped because the client is slower than the upstream (`pause`).
     @exclusivity(unchecked) private var paused = false
@@ -211,20 +212,19 @@ final class UpstreamConnection: TransportDelegate {
     /// Connected (and TLS done): write the request waiting, if any.
     private func ready() {
         state = .busy
-        if completion != nil { writeRequest() }
+        if receiver != nil { writeRequest() }
     }
 
     // MARK: - One request
 
-    /// Carries `request` (the whole message, `ProxyHeaders.upstreamRequest`); `completion` runs once.
+    /// Carries `request` (the whole message, `ProxyHeaders.upstreamRequest`); `receiver` hears how it went.
     func send(
         _ request: [UInt8], method: String, limits: UpstreamLimits, reused: Bool, startedAt: UInt64,
-        streaming: UpstreamStreaming? = nil, completion: @escaping UpstreamCompletion
+        receiver: UpstreamReceiver
     ) {
         self.request = request
         self.method = method
-        self.completion = completion
-        self.streaming = streaming
+        self.receiver = receiver
         streamStarted = false
         paused = false
         self.limits = limits
@@ -233,7 +233,7 @@ final class UpstreamConnection: TransportDelegate {
         self.startedAt = startedAt
         timing = UpstreamTiming(reused: reused)
         parser = HTTPResponseParser(
-            requestMethod: method, maxBodyBytes: limits.maxResponseBytes, mayStream: streaming != nil)
+            requestMethod: method, maxBodyBytes: limits.maxResponseBytes, mayStream: receiver.mayStream)
         served += 1
         switch state {
         case .idle:
@@ -300,7 +300,7 @@ final class UpstreamConnection: TransportDelegate {
             timing.firstByteMilliseconds = Self.milliseconds(since: sentAt)
         }
         switch parser!.feed(bytes) {
-        case .needMore: if streaming != nil { streamProgress() }
+        case .needMore: if receiver?.mayStream == true { streamProgress() }
         case .complete(let response, let extra): succeed(response, reusable: response.reusable && !extra)
         case .failed(let reason): fail(UpstreamError(reason.contains("limit") ? .tooLarge : .badResponse, reason))
         }
@@ -312,16 +312,16 @@ final class UpstreamConnection: TransportDelegate {
     /// (the head, with what came of the body, goes out at once), and a streaming body's new bytes go on. While
     /// streaming, the response deadline is the longest silence between two reads, not the whole body's time.
     private func streamProgress() {
-        guard let streaming, var parser, parser.inBody else { return }
+        guard let receiver, var parser, parser.inBody else { return }
         if !streamStarted {
             streamStarted = true
             let head = parser.startStreaming()
             self.parser = parser
-            streaming.head(head, timing, self)
+            receiver.upstreamHead(head, timing, self)
         } else {
             let bytes = parser.takeBody()
             self.parser = parser
-            if !bytes.isEmpty { streaming.body(bytes) }
+            if !bytes.isEmpty { receiver.upstreamBody(bytes) }
         }
         if state == .busy && !paused { arm(responseTimeout, response: true) }
     }
@@ -347,8 +347,7 @@ final class UpstreamConnection: TransportDelegate {
     /// The client went away mid-body: the rest is not wanted, and the connection cannot be reused with a body
     /// unread. Nothing more is told.
     func abandon() {
-        completion = nil
-        streaming = nil
+        receiver = nil
         close(abortive: true)
     }
 
@@ -369,16 +368,13 @@ final class UpstreamConnection: TransportDelegate {
                 "\(key.host):\(key.port) closed the connection during the \(state == .handshaking ? "TLS handshake" : "connect")"))
         case .busy:
             guard var parser else { return }
-            if timing.reused, !parser.receivedAny, Self.retriable(method), let completion {
+            if timing.reused, !parser.receivedAny, Self.retriable(method), let receiver {
                 // RFC 9112 §9.3.1: a request on a kept-alive connection the server closed meanwhile may be retried
                 // when it is idempotent (RFC 9110 §9.2.2): once, on a fresh connection.
-                let (pool, key, request, method, limits, startedAt, streaming) =
-                    (pool, key, request, method, limits, startedAt, streaming)
-                self.completion = nil
+                let (pool, key, request, method, limits, startedAt) = (pool, key, request, method, limits, startedAt)
+                self.receiver = nil
                 close()
-                pool.forward(
-                    key, request, method: method, limits: limits, startedAt: startedAt, fresh: true,
-                    streaming: streaming, completion)
+                pool.forward(key, request, method: method, limits: limits, startedAt: startedAt, fresh: true, receiver)
                 return
             }
             if !reset, case .complete(let response, _) = parser.finish() {
@@ -412,9 +408,8 @@ final class UpstreamConnection: TransportDelegate {
     private func succeed(_ response: UpstreamResponse, reusable: Bool) {
         disarm()
         timing.totalMilliseconds = Self.milliseconds(since: startedAt)
-        let done = completion
-        completion = nil
-        streaming = nil
+        let done = receiver
+        receiver = nil
         parser = nil
         request = []
         if reusable, transport != nil {
@@ -423,16 +418,15 @@ final class UpstreamConnection: TransportDelegate {
         } else {
             close()
         }
-        done?(.success(response), timing)
+        done?.upstreamFinished(.success(response), timing)
     }
 
     func fail(_ error: UpstreamError) {
         timing.totalMilliseconds = Self.milliseconds(since: startedAt)
-        let done = completion
-        completion = nil
-        streaming = nil
+        let done = receiver
+        receiver = nil
         close(abortive: true)
-        done?(.failure(error), timing)
+        done?.upstreamFinished(.failure(error), timing)
     }
 
     /// Closes the connection; a request still on it is not answered (the pool is stopping).

@@ -49,26 +49,21 @@ final class UpstreamPool {
     /// Open connections (idle ones included), for tests and health.
     var openConnections: Int { live.count }
 
-    /// Sends `request` to `key`'s upstream on an idle connection (unless `fresh`) or a new one; `completion` runs
-    /// once, on the loop, with the response read whole or why there is none (with `streaming`, a body that does not
-    /// come with its head goes there as it arrives, and the completion gets its last bytes).
+    /// Sends `request` to `key`'s upstream on an idle connection (unless `fresh`) or a new one; `receiver` hears,
+    /// on the loop, the response (read whole, or streamed when it may be) or why there is none.
     func forward(
         _ key: UpstreamKey, _ request: [UInt8], method: String, limits: UpstreamLimits, startedAt: UInt64,
-        fresh: Bool = false, streaming: UpstreamStreaming? = nil, _ completion: @escaping UpstreamCompletion
+        fresh: Bool = false, _ receiver: UpstreamReceiver
     ) {
         // popLast in place: copying the array out of the dictionary and back copied it whole (a retain and a
         // release of every idle connection per request).
         if !fresh, let connection = idle[key]?.popLast() {
-            connection.send(
-                request, method: method, limits: limits, reused: true, startedAt: startedAt, streaming: streaming,
-                completion: completion)
+            connection.send(request, method: method, limits: limits, reused: true, startedAt: startedAt, receiver: receiver)
             return
         }
         let connection = UpstreamConnection(key: key, pool: self)
         live[ObjectIdentifier(connection)] = connection
-        connection.send(
-            request, method: method, limits: limits, reused: false, startedAt: startedAt, streaming: streaming,
-            completion: completion)
+        connection.send(request, method: method, limits: limits, reused: false, startedAt: startedAt, receiver: receiver)
         addresses(key) { [weak connection] result in
             guard let connection else { return }
             switch result {

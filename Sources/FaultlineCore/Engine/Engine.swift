@@ -135,7 +135,9 @@ package final class Engine {
     /// The resources of the loaded scenarios and their instances' versions.
     package let resources = ResourceStore()
     /// `serve --proxy URL`: the proxy settings under every scenario's (ARCHITECTURE §4d).
-    @exclusivity(unchecked) package var defaultProxy: ProxyConfig?
+    @exclusivity(unchecked) package var defaultProxy: ProxyConfig? {
+        didSet { unmatchedProxyCache = nil }
+    }
 
     private struct CursorKey: Hashable {
         var route: Int
@@ -176,6 +178,7 @@ package final class Engine {
     package func load(_ scenarios: [Scenario], now: EngineInstant = EngineInstant()) {
         loadedAt = now
         self.scenarios = scenarios
+        unmatchedProxyCache = nil
         versions = scenarios.map { scenario in
             let previous = versionHistory[scenario.name]
             let version = previous.map { $0.scenario == scenario ? $0.version : $0.version + 1 } ?? 1
@@ -288,6 +291,16 @@ package final class Engine {
     /// The proxy that takes requests no route took: the first scenario with a `proxy` section decides (its
     /// `unmatched`, `forward` by default), else `serve --proxy`'s. Nil: answer 404.
     private func unmatchedProxy() -> (ProxyConfig, String?)? {
+        if let known = unmatchedProxyCache { return known }
+        let found = findUnmatchedProxy()
+        unmatchedProxyCache = .some(found)
+        return found
+    }
+
+    /// `unmatchedProxy`'s answer, worked out once per load and `--proxy` (every forwarded request asks).
+    @exclusivity(unchecked) private var unmatchedProxyCache: (ProxyConfig, String?)??
+
+    private func findUnmatchedProxy() -> (ProxyConfig, String?)? {
         if let scenario = scenarios.first(where: { $0.proxy != nil }), let own = scenario.proxy {
             let config = own.merged(over: defaultProxy)
             return (config.unmatched ?? .forward) == .forward ? (config, scenario.name) : nil

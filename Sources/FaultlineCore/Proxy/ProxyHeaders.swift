@@ -5,15 +5,26 @@ package enum ProxyHeaders {
     /// Our `Via` hop.
     package static let via = "1.1 faultline"
 
-    private static let hopByHop = ["connection", "keep-alive", "te", "transfer-encoding", "upgrade", "trailer"]
-
     /// Whether `name` is hop-by-hop in itself, or named by the message's `Connection` fields (`listed`,
     /// lower-cased). Compared without allocating: this runs for every field of every proxied message.
     package static func isHopByHop(_ name: String, listed: Set<String>) -> Bool {
-        for hop in hopByHop where name.caseInsensitiveEquals(hop) { return true }
-        let utf8 = name.utf8
-        if utf8.count >= 6, utf8.prefix(6).elementsEqual("proxy-".utf8, by: { ($0 | 0x20) == $1 }) { return true }
-        return !listed.isEmpty && listed.contains(name.lowercased())
+        var name = name
+        let fixed = name.withUTF8 { bytes -> Bool in
+            // The lengths and first letters of the hop-by-hop names reject most fields before any comparison.
+            guard let first = bytes.first.map({ $0 | 0x20 }) else { return false }
+            switch (bytes.count, first) {
+            case (10, UInt8(ascii: "c")): return HTTPHeaders.token(bytes, is: "connection")
+            case (10, UInt8(ascii: "k")): return HTTPHeaders.token(bytes, is: "keep-alive")
+            case (2, UInt8(ascii: "t")): return HTTPHeaders.token(bytes, is: "te")
+            case (17, UInt8(ascii: "t")): return HTTPHeaders.token(bytes, is: "transfer-encoding")
+            case (7, UInt8(ascii: "u")): return HTTPHeaders.token(bytes, is: "upgrade")
+            case (7, UInt8(ascii: "t")): return HTTPHeaders.token(bytes, is: "trailer")
+            case (6..., UInt8(ascii: "p")):
+                return HTTPHeaders.token(UnsafeBufferPointer(rebasing: bytes[0..<6]), is: "proxy-")
+            default: return false
+            }
+        }
+        return fixed || (!listed.isEmpty && listed.contains(name.lowercased()))
     }
 
     /// The field names a message's `Connection` fields list (lower-cased), other than the `close` and
