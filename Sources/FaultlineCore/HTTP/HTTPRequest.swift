@@ -29,6 +29,11 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence {
         fields.append((name, value))
     }
 
+    /// Room for `count` fields, so that appending them allocates once.
+    package mutating func reserveCapacity(_ count: Int) {
+        fields.reserveCapacity(count)
+    }
+
     /// The first value of the named field, or nil.
     public subscript(name: String) -> String? {
         for field in fields where field.name.caseInsensitiveEquals(name) {
@@ -238,6 +243,12 @@ extension HTTPHeaders {
 }
 
 extension Array where Element == UInt8 {
+    /// Appends `text`'s UTF-8 bytes as one copy (the generic `append(contentsOf: text.utf8)` walks the view).
+    package mutating func appendUTF8(_ text: String) {
+        var text = text
+        text.withUTF8 { append(contentsOf: $0) }
+    }
+
     /// Appends `value` in decimal, without making a String.
     package mutating func appendDecimal(_ value: Int) {
         if value < 0 { append(UInt8(ascii: "-")) }

@@ -38,10 +38,12 @@ package struct HTTPResponse: Sendable, Equatable {
                 hasLength = true
             }
             if field.name.caseInsensitiveEquals("connection") { hasConnection = true }
-            out.append(contentsOf: field.name.utf8)
-            out.append(contentsOf: ": ".utf8)
-            out.append(contentsOf: field.value.utf8)
-            out.append(contentsOf: "\r\n".utf8)
+            out.appendUTF8(field.name)
+            out.append(UInt8(ascii: ":"))
+            out.append(0x20)
+            out.appendUTF8(field.value)
+            out.append(0x0D)
+            out.append(0x0A)
         }
         let bodyless = status < 200 || status == 204 || status == 304
         if !hasLength && !bodyless && framed {
@@ -67,7 +69,7 @@ package struct HTTPResponse: Sendable, Equatable {
         }
         out.appendDecimal(status)
         out.append(0x20)
-        out.append(contentsOf: HTTPStatus.reasonPhrase(status).utf8)
+        out.appendUTF8(HTTPStatus.reasonPhrase(status))
         out.append(contentsOf: "\r\n".utf8)
     }
 

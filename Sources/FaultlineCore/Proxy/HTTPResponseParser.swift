@@ -291,6 +291,12 @@ package struct HTTPResponseParser: Sendable {
             return "not an HTTP/1.1 response: the status line is \(Self.printable(Array(statusLine)))"
         }
         var headers = HTTPHeaders()
+        // One allocation for the fields: a line per field at most.
+        var lines = 0
+        buffer.withUnsafeBufferPointer { bytes in
+            for index in afterStatus..<end where bytes[index] == 0x0A { lines += 1 }
+        }
+        headers.reserveCapacity(lines)
         var start = afterStatus
         while start < end {
             let (fieldEnd, next) = lineEnd(from: start)

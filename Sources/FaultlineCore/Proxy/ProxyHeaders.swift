@@ -52,15 +52,15 @@ package enum ProxyHeaders {
         var clientHost = headers["host"] ?? headers[":authority"]
         var out: [UInt8] = []
         out.reserveCapacity(256 + headers.count * 32 + request.body.count)
-        out.append(contentsOf: request.method.utf8)
+        out.appendUTF8(request.method)
         out.append(0x20)
         let target = request.target
         if target == "*" {
             out.append(UInt8(ascii: "*"))
         } else {
-            out.append(contentsOf: upstream.basePath.utf8)
+            out.appendUTF8(upstream.basePath)
             if target.utf8.first != UInt8(ascii: "/") { out.append(UInt8(ascii: "/")) }
-            out.append(contentsOf: target.utf8)
+            out.appendUTF8(target)
         }
         out.append(contentsOf: " HTTP/1.1\r\n".utf8)
         let hostValue: String
@@ -103,10 +103,12 @@ package enum ProxyHeaders {
     }
 
     private static func append(_ name: String, _ value: String, to out: inout [UInt8]) {
-        out.append(contentsOf: name.utf8)
-        out.append(contentsOf: ": ".utf8)
-        out.append(contentsOf: value.utf8)
-        out.append(contentsOf: "\r\n".utf8)
+        out.appendUTF8(name)
+        out.append(UInt8(ascii: ":"))
+        out.append(0x20)
+        out.appendUTF8(value)
+        out.append(0x0D)
+        out.append(0x0A)
     }
 
     /// The head a plainly forwarded response gets (no step headers, nothing added): `clientResponse`'s fields,
@@ -116,8 +118,9 @@ package enum ProxyHeaders {
     package static func clientHead(_ response: UpstreamResponse, bodyLength: Int, close: Bool) -> ResponseHead {
         let listed = connectionOptions(response.headers)
         var headers = HTTPHeaders()
+        headers.reserveCapacity(response.headers.fields.count + 1)
         var out: [UInt8] = []
-        out.reserveCapacity(160 + response.headers.count * 40)
+        out.reserveCapacity(160 + response.headers.fields.count * 40)
         HTTPResponse.appendStatusLine(response.status, to: &out)
         var via: String?
         for field in response.headers {
