@@ -63,15 +63,23 @@ public struct JournalEntry: Sendable {
         var outcome: ExchangeOutcome = .pending
         var finishedAtMonotonicNanos: UInt64? = nil
         var policyClose: PolicyClose? = nil
-        var tls: TLSSummary? = nil
+        // The records few entries carry are boxed (`Rare`): inline they made every entry's storage 1,216 bytes,
+        // past the 1,032 bytes glibc's per-thread cache serves, so every request took malloc's slow path.
+        var tls: Rare<TLSSummary>? = nil
         var isConnectionEntry = false
         var exchangeProtocol: ExchangeProtocol = .http1
         var stream: Int? = nil
-        var http2: HTTP2ConnectionSummary? = nil
-        var resource: ResourceRecord? = nil
-        var websocket: WebSocketRecord? = nil
+        var http2: Rare<HTTP2ConnectionSummary>? = nil
+        var resource: Rare<ResourceRecord>? = nil
+        var websocket: Rare<WebSocketRecord>? = nil
         var proxy: ProxyRecord? = nil
-        var network: NetworkRecord? = nil
+        var network: Rare<NetworkRecord>? = nil
+    }
+
+    /// A record kept out of line, immutable: entries that share one stay independent (a change boxes anew).
+    private final class Rare<Value: Sendable>: @unchecked Sendable {
+        let value: Value
+        init(_ value: Value) { self.value = value }
     }
 
     private final class Storage: @unchecked Sendable {
@@ -208,8 +216,8 @@ public struct JournalEntry: Sendable {
     }
     /// The connection's TLS, for entries that came over the TLS port.
     public var tls: TLSSummary? {
-        get { storage.fields.tls }
-        set { unique.fields.tls = newValue }
+        get { storage.fields.tls?.value }
+        set { unique.fields.tls = newValue.map(Rare.init) }
     }
     /// A connection that produced no request: a TLS handshake that failed, hung or was never followed by a
     /// request. `tls` says how the handshake went; `head` is nil.
@@ -229,18 +237,18 @@ public struct JournalEntry: Sendable {
     }
     /// A connection entry's HTTP/2 facts: PINGs sent and their round trips, PINGs received.
     public var http2: HTTP2ConnectionSummary? {
-        get { storage.fields.http2 }
-        set { unique.fields.http2 = newValue }
+        get { storage.fields.http2?.value }
+        set { unique.fields.http2 = newValue.map(Rare.init) }
     }
     /// A request to a resource: the validators and ranges it carried and what the server decided.
     public var resource: ResourceRecord? {
-        get { storage.fields.resource }
-        set { unique.fields.resource = newValue }
+        get { storage.fields.resource?.value }
+        set { unique.fields.resource = newValue.map(Rare.init) }
     }
     /// A WebSocket upgrade that was accepted: the session's frames and how it ended.
     public var websocket: WebSocketRecord? {
-        get { storage.fields.websocket }
-        set { unique.fields.websocket = newValue }
+        get { storage.fields.websocket?.value }
+        set { unique.fields.websocket = newValue.map(Rare.init) }
     }
     /// A request forwarded to the upstream: where, what came back, timings, reuse, failure, what a fault changed.
     public var proxy: ProxyRecord? {
@@ -250,11 +258,11 @@ public struct JournalEntry: Sendable {
     /// The network (ARCHITECTURE §3b): a change (an entry of kind `network`), a connection attempt the listener's
     /// state answered, or the conditions that shaped a request's connection.
     public var network: NetworkRecord? {
-        get { storage.fields.network }
-        set { unique.fields.network = newValue }
+        get { storage.fields.network?.value }
+        set { unique.fields.network = newValue.map(Rare.init) }
     }
     /// A network change: not a request, no connection.
-    public var isNetworkChange: Bool { storage.fields.network?.event == .change }
+    public var isNetworkChange: Bool { storage.fields.network?.value.event == .change }
     /// The journal's `protocol`: `http/1.1`, `h2`, `h2c` (HTTP/2 without TLS), or `websocket` (an upgrade that
     /// was accepted).
     public var protocolName: String {
