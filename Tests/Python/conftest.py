@@ -282,6 +282,18 @@ def write_scenario(tmp_path):
 # -- raw sockets ---------------------------------------------------------------------------------------
 
 
+def recv_head(sock, buffer):
+    """Reads from `sock` until `buffer` holds a whole header section: (head, the bytes after it), or None when the
+    peer closed first. For the raw upstream servers the proxy tests stand up."""
+    while b"\r\n\r\n" not in buffer:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return None
+        buffer += chunk
+    head, rest = buffer.split(b"\r\n\r\n", 1)
+    return head, rest
+
+
 class RawResponse:
     def __init__(self, status, reason, headers, body, head):
         self.status = status

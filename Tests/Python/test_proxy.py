@@ -19,7 +19,7 @@ import jsonschema
 import pytest
 import requests
 
-from conftest import SCENARIOS_DIR, FaultlineProcess, faultline_binary
+from conftest import SCENARIOS_DIR, FaultlineProcess, faultline_binary, recv_head
 
 SCHEMA = json.loads((SCENARIOS_DIR / "faultline.schema.json").read_text())
 DEADLINE_S = 5.0
@@ -71,12 +71,10 @@ class RawUpstream:
         buffer = b""
         try:
             while True:
-                while b"\r\n\r\n" not in buffer:
-                    chunk = client.recv(65536)
-                    if not chunk:
-                        return
-                    buffer += chunk
-                head, buffer = buffer.split(b"\r\n\r\n", 1)
+                received = recv_head(client, buffer)
+                if received is None:
+                    return
+                head, buffer = received
                 lines = head.decode("latin-1").split("\r\n")
                 fields = [tuple(part.strip() for part in line.split(":", 1)) for line in lines[1:]]
                 length = next((int(value) for name, value in fields if name.lower() == "content-length"), 0)

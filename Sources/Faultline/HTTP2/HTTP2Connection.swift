@@ -268,6 +268,10 @@ final class HTTP2Connection {
         repeat {
             flushWanted = false
             while true {
+                // Past the output limit nghttp2 is asked for nothing more until `drained` flushes again: a client
+                // with a large window that does not read would otherwise have each DATA frame queued here (a
+                // streamed proxy body wakes this for every upstream read).
+                if io.pendingOutput > settings.maxPendingOutput { break }
                 var data: UnsafePointer<UInt8>?
                 inLibrary = true
                 let count = nghttp2_session_mem_send(session, &data)
