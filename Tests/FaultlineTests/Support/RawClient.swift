@@ -152,3 +152,38 @@ private func systemSend(_ fd: Int32, _ bytes: UnsafeRawPointer?, _ count: Int) -
     return Darwin.send(fd, bytes, count, 0)
     #endif
 }
+
+/// A loopback port held bound but not listening, for as long as this lives: a connect to it is refused, and no
+/// parallel test's server can be given it meanwhile (a stopped server's port can be).
+final class HeldPort {
+    let fd: Int32
+    let port: Int
+
+    init() throws {
+        #if os(Linux)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+        let fd = socket(AF_INET, SOCK_STREAM, 0)
+        #endif
+        guard fd >= 0 else { throw RawClient.Failure(description: "socket: \(errno)") }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
+            }
+        }
+        guard bound else {
+            let error = errno
+            close(fd)
+            throw RawClient.Failure(description: "bind: \(error)")
+        }
+        self.fd = fd
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    deinit { close(fd) }
+}
