@@ -167,7 +167,7 @@ import Testing
         answer.declaredLength = 27
         answer.body = Array(#"{"id""#.utf8)
         var record = ProxyRecord(upstream: plan.upstreamURL)
-        let (script, closing) = plan.streamOpening(answer, record: &record)
+        let (script, closing, keep) = plan.streamOpening(answer, record: &record)
         #expect(script.steps.first == .wait(milliseconds: 20))
         guard case .head(let head) = script.steps[1] else {
             Issue.record("no head")
@@ -175,13 +175,13 @@ import Testing
         }
         let text = String(decoding: head.http1, as: UTF8.self)
         #expect(text.contains("Content-Length: 27\r\n") && text.contains("X-Step: yes\r\n") && !text.contains("X-Hop"))
-        #expect(script.steps.last == .body(Array(#"{"id""#.utf8)) && closing == [.end])
+        #expect(script.steps.count == 2 && closing == [.end] && keep == nil, "the body so far is counted, not scripted")
         #expect(record.streamed && record.changed == ["headers set: X-Step", "delay 20 ms"])
 
         answer.declaredLength = nil
         let chunked = try #require(engine.decide(ProxyPlanTests.request("/s", headers: [("Connection", "close")]), requestID: 2).proxy)
         var second = ProxyRecord(upstream: chunked.upstreamURL)
-        let (closingScript, ending) = chunked.streamOpening(answer, record: &second)
+        let (closingScript, ending, _) = chunked.streamOpening(answer, record: &second)
         guard case .head(let unsized) = closingScript.steps[1] else {
             Issue.record("no head")
             return
@@ -189,7 +189,36 @@ import Testing
         #expect(unsized.chunked && String(decoding: unsized.http1, as: UTF8.self).contains("Connection: close\r\n"))
         #expect(!closingScript.keepAlive && ending == [.end, .abortConnection(.close)])
 
+        // truncate-body needs only a prefix: it streams when Content-Length gives the length to cut from.
         let faulted = try #require(engine.decide(ProxyPlanTests.request("/f"), requestID: 3).proxy)
-        #expect(!faulted.canStream(recording: false), "truncate-body needs the whole body")
+        #expect(faulted.canStream(recording: false))
+        answer.declaredLength = 27
+        #expect(faulted.streams(answer))
+        var cut = ProxyRecord(upstream: faulted.upstreamURL)
+        let (cutScript, breaking, count) = faulted.streamOpening(answer, record: &cut)
+        #expect(count == 13 && breaking == [.abortExchange] && cutScript.fault == "truncate-body" && !cutScript.keepAlive)
+        #expect(cut.changed == ["truncate-body: 13 of 27 body bytes sent"])
+        answer.declaredLength = nil
+        #expect(!faulted.streams(answer), "without a length to announce, the body is read whole")
+    }
+
+    @Test func onlyFaultsThatNeedAPrefixStream() throws {
+        func fault(_ json: String) throws -> FaultSpec {
+            let engine = try ProxyPlanTests.engine("""
+                {"name": "p", "proxy": \(ProxyPlanTests.upstream), "routes": [{"id": "f", "match": {"path": "/f"},
+                 "responses": [{"proxy": true, "fault": \(json)}]}]}
+                """)
+            // Over HTTP/2: an rst-stream route serves no other protocol.
+            let request = HTTPRequest(head: HTTPRequestHead(
+                method: "GET", target: "/f", version: .http2, headers: HTTPHeaders([(":path", "/f")])))
+            return try #require(engine.decide(request, requestID: 1).proxy?.step?.fault, "\(json)")
+        }
+        for cutting in [#""truncate-body""#, #""close-after-headers""#, #""stall-after-headers""#,
+                        #"{"type": "rst-stream", "after": "body", "bytes": 5}"#, #"{"type": "rst-stream", "after": "headers"}"#] {
+            #expect(ProxyPlan.cutsStream(try fault(cutting)), "\(cutting)")
+        }
+        for whole in [#""corrupt-json""#, #""html-error-page""#, #""truncated-json""#, #""bad-gzip""#] {
+            #expect(!ProxyPlan.cutsStream(try fault(whole)), "\(whole)")
+        }
     }
 }

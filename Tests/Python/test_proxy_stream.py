@@ -304,13 +304,40 @@ def test_a_delay_waits_before_the_streamed_head(start_faultline, write_scenario,
 
 
 def test_a_fault_that_needs_the_whole_body_still_reads_it_whole(start_faultline, write_scenario, streaming_upstream):
-    routes = [{"id": "cut", "match": {"pathPrefix": "/held"},
-               "responses": [{"proxy": True, "fault": "truncate-body"}]}]
+    routes = [{"id": "broken", "match": {"pathPrefix": "/held"},
+               "responses": [{"proxy": True, "fault": "corrupt-json"}]}]
     server = proxy_server(start_faultline, write_scenario, streaming_upstream, routes)
     streaming_upstream.release.set()
     done = subprocess.run(["curl", "-sS", "--max-time", "10", "-o", "-", f"{server.url}/held/20000"],
                           capture_output=True, stdin=subprocess.DEVNULL, timeout=20)
-    assert done.returncode == 18 and done.stdout == pattern(20000)[:10000]
+    assert done.returncode == 0 and done.stdout != pattern(20000) and done.stdout[:100] == pattern(100)
     entry = server.wait_for(1, completed=True)[0]
-    assert entry["proxy"]["streamed"] is False
-    assert entry["proxy"]["changed"] == ["truncate-body: 10000 of 20000 body bytes sent"]
+    assert entry["proxy"]["streamed"] is False and entry["proxy"]["upstreamBytes"] == 20000
+    assert entry["response"]["fault"] == "corrupt-json"
+
+
+def test_a_cutting_fault_cuts_a_large_real_download_as_it_streams(start_faultline, write_scenario, streaming_upstream):
+    # A download cut at byte N for a resume test, against a body far larger than the proxy would read whole.
+    size, cut = 48 * 1024 * 1024, 1_000_000
+    routes = [{"id": "cut", "match": {"pathPrefix": "/big"}, "protocols": ["http/1.1"],
+               "responses": [{"proxy": True, "fault": {"type": "truncate-body", "bytes": cut}}]},
+              {"id": "reset", "match": {"pathPrefix": "/held"}, "protocols": ["h2"],
+               "responses": [{"proxy": True, "fault": {"type": "rst-stream", "after": "body", "bytes": 5000}}]}]
+    server = proxy_server(start_faultline, write_scenario, streaming_upstream, routes, maxResponseBytes=65536)
+    done = subprocess.run(["curl", "-sS", "--max-time", "10", "-o", "-", "-w", "%{http_code}", f"{server.url}/big/{size}"],
+                          capture_output=True, stdin=subprocess.DEVNULL, timeout=20)
+    assert done.returncode == 18, done.stderr  # fewer bytes than the Content-Length announced
+    assert done.stdout[:-3] == pattern(cut) and done.stdout[-3:] == b"200"
+    entry = server.wait_for(1, path=f"/big/{size}", completed=True)[0]
+    assert entry["proxy"]["streamed"] and entry["response"]["fault"] == "truncate-body"
+    assert entry["proxy"]["changed"] == [f"truncate-body: {cut} of {size} body bytes sent",
+                                         "the rest of the upstream's body was not read: its connection was closed"]
+    assert streaming_upstream.closed.wait(DEADLINE_S), "the upstream connection was not closed at the cut"
+    assert streaming_upstream.sent < size
+
+    streaming_upstream.release.set()
+    reset = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "--max-time", "10", "-o", "-",
+                            f"{server.url}/held/200000"], capture_output=True, stdin=subprocess.DEVNULL, timeout=20)
+    assert reset.returncode == 92 and reset.stdout == pattern(5000), reset.stderr
+    entry = server.wait_for(1, path="/held/200000", completed=True)[0]
+    assert entry["proxy"]["streamed"] and entry["proxy"]["changed"][0] == "rst-stream: 5000 of 200000 body bytes sent"

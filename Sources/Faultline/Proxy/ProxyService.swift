@@ -119,11 +119,12 @@ final class ProxyService {
             core.updateEntry(sequence) { $0.proxy = record }
             return nil
         }
-        let (script, closing) = plan.streamOpening(response, record: &record)
-        let stream = StreamedBody(exchange: exchange, upstream: upstream, closing: closing, sent: response.body.count)
+        let (script, closing, keep) = plan.streamOpening(response, record: &record)
+        let stream = StreamedBody(exchange: exchange, upstream: upstream, closing: closing, keep: keep)
         let snapshot = record
         core.updateEntry(sequence) {
             $0.status = script.status
+            $0.fault = script.fault
             $0.policyClose = script.policyClose
             $0.proxy = snapshot
         }
@@ -138,8 +139,15 @@ final class ProxyService {
                 $0.proxy?.upstreamBytes = sent
             }
         }
+        if keep != nil {
+            stream.whenCut = { [unowned self] in
+                core.updateEntry(sequence) {
+                    $0.proxy?.changed.append("the rest of the upstream's body was not read: its connection was closed")
+                }
+            }
+        }
         exchange.respond(script, growing: true)
-        stream.pace()
+        stream.forward(response.body)
         return stream
     }
 
@@ -154,8 +162,9 @@ final class ProxyService {
         stream.upstream = nil
         switch result {
         case .success(let response):
-            stream.sent += response.body.count
-            exchange.finish(response.body.isEmpty ? stream.closing : [.body(response.body)] + stream.closing)
+            let last = stream.take(response.body)
+            stream.sent += last.count
+            exchange.finish(last.isEmpty ? stream.closing : [.body(last)] + stream.closing)
         case .failure(let error):
             record.failure = error.kind.rawValue
             record.error = error.reason
@@ -204,24 +213,45 @@ final class StreamedBody {
 
     let exchange: Exchange
     weak var upstream: UpstreamConnection?
-    /// `.end`, and the connection's close when the response ends it.
+    /// `.end`, and the connection's close when the response ends it; a cutting fault's break.
     let closing: [ScriptStep]
+    /// A cutting fault's count: the body bytes the client gets before `closing` (nil: all of them).
+    let keep: Int?
     /// Body bytes handed to the exchange so far.
-    var sent: Int
-    /// The upstream's part is over: complete, failed, or abandoned because the client left.
+    var sent = 0
+    /// The upstream's part is over: complete, failed, cut, or abandoned because the client left.
     var upstreamDone = false
+    /// Run when a cutting fault's count is reached (the journal hears of it).
+    var whenCut: (() -> Void)?
 
-    init(exchange: Exchange, upstream: UpstreamConnection, closing: [ScriptStep], sent: Int) {
+    init(exchange: Exchange, upstream: UpstreamConnection, closing: [ScriptStep], keep: Int?) {
         self.exchange = exchange
         self.upstream = upstream
         self.closing = closing
-        self.sent = sent
+        self.keep = keep
+    }
+
+    /// What of `bytes` the client gets: all of it, or up to a cutting fault's count.
+    func take(_ bytes: [UInt8]) -> [UInt8] {
+        guard let keep, sent + bytes.count > keep else { return bytes }
+        return Array(bytes.prefix(max(keep - sent, 0)))
     }
 
     func forward(_ bytes: [UInt8]) {
         guard !upstreamDone, !exchange.ended else { return }
-        sent += bytes.count
-        exchange.append([.body(bytes)])
+        let taken = take(bytes)
+        sent += taken.count
+        if !taken.isEmpty { exchange.append([.body(taken)]) }
+        if let keep, sent >= keep {
+            // The fault's count is reached: the break, and the rest of the upstream's body is not wanted.
+            upstreamDone = true
+            upstream?.abandon()
+            upstream = nil
+            exchange.finish(closing)
+            whenCut?()
+            whenCut = nil
+            return
+        }
         pace()
     }
 
@@ -257,6 +287,8 @@ final class ForwardedRequest: UpstreamReceiver {
         self.record = record
         self.mayStream = mayStream
     }
+
+    func shouldStream(_ head: UpstreamResponse) -> Bool { plan.streams(head) }
 
     func upstreamHead(_ response: UpstreamResponse, _ timing: UpstreamTiming, _ connection: UpstreamConnection) {
         service.startStream(self, response, timing, connection)

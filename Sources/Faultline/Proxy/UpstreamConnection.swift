@@ -24,6 +24,8 @@ struct UpstreamTiming {
 /// or the failure that cut the body short.
 protocol UpstreamReceiver: AnyObject {
     var mayStream: Bool { get }
+    /// Asked once, with the head (and the body read with it), before streaming: false reads the body whole.
+    func shouldStream(_ head: UpstreamResponse) -> Bool
     func upstreamHead(_ response: UpstreamResponse, _ timing: UpstreamTiming, _ connection: UpstreamConnection)
     func upstreamBody(_ bytes: [UInt8])
     func upstreamFinished(_ result: Result<UpstreamResponse, UpstreamError>, _ timing: UpstreamTiming)
@@ -72,6 +74,8 @@ final class UpstreamConnection: TransportDelegate {
     @exclusivity(unchecked) private var receiver: UpstreamReceiver?
     /// The body is being streamed (the head went to `upstreamHead`).
     @exclusivity(unchecked) private var streamStarted = false
+    /// The receiver chose to read this body whole (`shouldStream`).
+    @exclusivity(unchecked) private var keptWhole = false
     /// Reading stopped because the client is slower than the upstream (`pause`).
     @exclusivity(unchecked) private var paused = false
     @exclusivity(unchecked) private var responseTimeout = 0
@@ -226,6 +230,7 @@ final class UpstreamConnection: TransportDelegate {
         self.method = method
         self.receiver = receiver
         streamStarted = false
+        keptWhole = false
         paused = false
         self.limits = limits
         responseTimeout = limits.responseTimeout
@@ -300,7 +305,7 @@ final class UpstreamConnection: TransportDelegate {
             timing.firstByteMilliseconds = Self.milliseconds(since: sentAt)
         }
         switch parser!.feed(bytes) {
-        case .needMore: if receiver?.mayStream == true { streamProgress() }
+        case .needMore: if !keptWhole, receiver?.mayStream == true { streamProgress() }
         case .complete(let response, let extra): succeed(response, reusable: response.reusable && !extra)
         case .failed(let reason): fail(UpstreamError(reason.contains("limit") ? .tooLarge : .badResponse, reason))
         }
@@ -314,6 +319,11 @@ final class UpstreamConnection: TransportDelegate {
     private func streamProgress() {
         guard let receiver, var parser, parser.inBody else { return }
         if !streamStarted {
+            guard receiver.shouldStream(parser.headSoFar) else {
+                keptWhole = true
+                if let tooLarge = parser.keepWhole() { return fail(UpstreamError(.tooLarge, tooLarge)) }
+                return
+            }
             streamStarted = true
             let head = parser.startStreaming()
             self.parser = parser

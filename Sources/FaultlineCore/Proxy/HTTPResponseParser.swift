@@ -101,6 +101,19 @@ package struct HTTPResponseParser: Sendable {
         return head
     }
 
+    /// The response read so far (its head, and the body bytes read with it), before `startStreaming`.
+    package var headSoFar: UpstreamResponse { response }
+
+    /// The caller keeps this body whole after all: the limit a streamed body would not have applies, to the
+    /// length `Content-Length` announced; nil, or why the body is too large.
+    package mutating func keepWhole() -> String? {
+        if let length = response.declaredLength, length > maxBodyBytes {
+            state = .failed
+            return "the upstream's body (Content-Length \(length)) is larger than the proxy's limit of \(maxBodyBytes) bytes"
+        }
+        return nil
+    }
+
     /// The body bytes read since the last take, while streaming.
     package mutating func takeBody() -> [UInt8] {
         guard !response.body.isEmpty else { return [] }

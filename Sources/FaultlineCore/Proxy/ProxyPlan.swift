@@ -118,22 +118,44 @@ package final class ProxyPlan {
 
     // MARK: - Streaming (ARCHITECTURE §4d)
 
-    /// Whether the upstream's body may go to the client as it arrives rather than read whole first: the step
-    /// has no fault and no drip (they need the whole body, or its length), no idempotency key waits to store the
-    /// answer, and the client can take a body of unknown length (HTTP/1.1 chunked, HTTP/2 frames; an HTTP/1.0
-    /// client cannot). Headers, delay and the connection policy apply to a streamed body as to a whole one.
+    /// Whether the upstream's body may go to the client as it arrives rather than read whole first: no drip (it
+    /// needs the whole body), no idempotency key waiting to store the answer, no recording, a client that can take
+    /// a body of unknown length (HTTP/1.1 chunked, HTTP/2 frames; an HTTP/1.0 client cannot), and either no fault or
+    /// one that sends the head and a prefix of the body, then breaks (`cutsStream`). Headers, delay and the
+    /// connection policy apply to a streamed body as to a whole one.
     package func canStream(recording: Bool) -> Bool {
-        step?.fault == nil && step?.drip == nil && idempotency == nil && !recording
-            && request.head.version != .http1_0 && request.method != "HEAD"
+        guard step?.drip == nil, idempotency == nil, !recording, request.head.version != .http1_0,
+              request.method != "HEAD" else { return false }
+        guard let fault = step?.fault else { return true }
+        return Self.cutsStream(fault)
     }
 
-    /// The beginning of a streamed response's script — the step's delay, the head, the body bytes that came with
-    /// the head — and the steps that end it when the upstream's body is complete. The head is the one `script`
-    /// would send (the upstream's end-to-end fields, the step's headers over them, the extra ones), framed by the
-    /// upstream's `Content-Length` when it gave one, else chunked (HTTP/2 sends DATA frames either way).
+    /// The faults that need no more of the body than a prefix: the head, up to N bytes, then the break. A body
+    /// can be cut as it streams — a real download cut at byte N for a resume test, whatever its size.
+    package static func cutsStream(_ fault: FaultSpec) -> Bool {
+        switch fault.name {
+        case .truncateBody, .closeAfterHeaders, .stallAfterHeaders: true
+        case .rstStream: fault.after != .nothing
+        default: false
+        }
+    }
+
+    /// Whether the upstream's head `response` (its body not all there) is streamed: always without a fault; with a
+    /// cutting fault only when `Content-Length` gives the length, which the fault's head announces (as the whole
+    /// path's does) and its cut is counted from. Otherwise the body is read whole.
+    package func streams(_ response: UpstreamResponse) -> Bool {
+        step?.fault == nil || response.declaredLength != nil
+    }
+
+    /// The beginning of a streamed response's script — the step's delay and the head —, the steps that end it,
+    /// and, for a cutting fault, how many body bytes go out before those (nil: all of them). The head is the one
+    /// the whole path would send (the upstream's end-to-end fields, the step's headers over them, the extra ones),
+    /// framed by the upstream's `Content-Length` when it gave one, else chunked (HTTP/2 sends DATA frames either
+    /// way). `response.body`, what came with the head, is not in the script: it goes through the same count as the
+    /// rest.
     package func streamOpening(
         _ response: UpstreamResponse, record: inout ProxyRecord
-    ) -> (script: ResponseScript, closing: [ScriptStep]) {
+    ) -> (script: ResponseScript, closing: [ScriptStep], keep: Int?) {
         record.upstreamStatus = response.status
         record.streamed = true
         let step = self.step ?? ResponseStep()
@@ -141,22 +163,48 @@ package final class ProxyPlan {
         for field in step.headers { headers.set(name: field.name, value: field.value) }
         if !step.headers.isEmpty { record.changed.append("headers set: " + step.headers.map(\.name).joined(separator: ", ")) }
         for field in extraHeaders { headers.append(name: field.name, value: field.value) }
-        let keepAlive = request.head.clientWantsKeepAlive && !step.closeConnection
+        var keepAlive = request.head.clientWantsKeepAlive && !step.closeConnection
         let length = response.declaredLength
         if length == nil { headers.append(name: "Transfer-Encoding", value: "chunked") }
         var steps = ResponsePlanner.waitSteps(step.delay, &random)
         let waited = steps.reduce(0) { if case .wait(let ms) = $1 { $0 + ms } else { $0 } }
         if waited > 0 { record.changed.append("delay \(waited) ms") }
-        steps.append(.head(ResponseHead(status: response.status, headers: headers, bodyLength: length ?? 0, close: !keepAlive)))
-        if !response.body.isEmpty { steps.append(.body(response.body)) }
-        var script = ResponseScript(steps: steps, status: response.status, keepAlive: keepAlive)
         var closing: [ScriptStep] = [.end]
-        if !keepAlive { closing.append(.abortConnection(.close)) }
+        var keep: Int?
+        var closeAfterHead = !keepAlive
+        if let fault = step.fault, let length {
+            // What `ResponsePlanner.faultSteps` sends for the same fault, counted instead of sliced.
+            let prefix = min(fault.bytes ?? length / 2, max(length - 1, 0))
+            switch fault.name {
+            case .truncateBody:
+                keep = prefix
+                closing = [.abortExchange]
+                closeAfterHead = true
+            case .closeAfterHeaders:
+                keep = 0
+                closing = [.abortExchange]
+            case .stallAfterHeaders:
+                keep = 0
+                closing = [.hang]
+            case .rstStream:
+                keep = fault.after == .body ? prefix : 0
+                closing = [.http2(.resetStream(code: (fault.code ?? .internalError).rawValue))]
+            default:
+                break
+            }
+            keepAlive = keepAlive && fault.name.keepsConnection
+            record.changed.append("\(fault.name.rawValue): \(keep ?? length) of \(length) body bytes sent")
+        }
+        steps.append(.head(ResponseHead(
+            status: response.status, headers: headers, bodyLength: length ?? 0, close: closeAfterHead)))
+        var script = ResponseScript(
+            steps: steps, status: response.status, fault: step.fault?.name.rawValue, keepAlive: keepAlive)
+        if keep == nil && !keepAlive { closing.append(.abortConnection(.close)) }
         applyConnectionPolicy(&script, record: &record)
         if case .abortConnection? = script.steps.last, script.steps.count > steps.count {
             closing.append(script.steps.removeLast())
         }
-        return (script, closing)
+        return (script, closing, keep)
     }
 
     /// The common case without the planner: no fault, drip, step headers or extra headers, no key to store, an
