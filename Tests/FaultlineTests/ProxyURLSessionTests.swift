@@ -39,6 +39,21 @@ import FoundationNetworking
         return text
     }
 
+    /// A second Faultline as the upstream, a proxy in front of it, and a session (`stop` ends them).
+    static func upstreamAndProxy() throws -> (FaultlineServer, FaultlineServer, URLSession) {
+        let upstream = try TestSupport.server([upstreamScenario])
+        let proxy = try TestSupport.server([proxyScenario(origin(upstream))])
+        return (upstream, proxy, URLSession(configuration: .ephemeral))
+    }
+
+    static func stop(_ upstream: FaultlineServer, _ proxy: FaultlineServer, _ session: URLSession) {
+        session.invalidateAndCancel()
+        Task {
+            await proxy.stop()
+            await upstream.stop()
+        }
+    }
+
     static func get(_ session: URLSession, _ url: URL) async -> Result<(Data, HTTPURLResponse), URLError> {
         do {
             let (data, response) = try await session.data(from: url)
@@ -52,12 +67,8 @@ import FoundationNetworking
     }
 
     @Test func aScripted503ComesFirstThenTheUpstreamsAnswer() async throws {
-        let upstream = try TestSupport.server([Self.upstreamScenario])
-        defer { Task { await upstream.stop() } }
-        let proxy = try TestSupport.server([Self.proxyScenario(Self.origin(upstream))])
-        defer { Task { await proxy.stop() } }
-        let session = URLSession(configuration: .ephemeral)
-        defer { session.invalidateAndCancel() }
+        let (upstream, proxy, session) = try Self.upstreamAndProxy()
+        defer { Self.stop(upstream, proxy, session) }
         let url = proxy.baseURL.appendingPathComponent("items/1")
         let (_, first) = try await Self.get(session, url).get()
         #expect(first.statusCode == 503 && first.value(forHTTPHeaderField: "Retry-After") == "0")
@@ -69,12 +80,8 @@ import FoundationNetworking
     }
 
     @Test func aFaultOnAProxiedRouteFailsURLSessionAsOnAScriptedOne() async throws {
-        let upstream = try TestSupport.server([Self.upstreamScenario])
-        defer { Task { await upstream.stop() } }
-        let proxy = try TestSupport.server([Self.proxyScenario(Self.origin(upstream))])
-        defer { Task { await proxy.stop() } }
-        let session = URLSession(configuration: .ephemeral)
-        defer { session.invalidateAndCancel() }
+        let (upstream, proxy, session) = try Self.upstreamAndProxy()
+        defer { Self.stop(upstream, proxy, session) }
         let proxied = await Self.get(session, proxy.baseURL.appendingPathComponent("items/2"))
         let scripted = await Self.get(session, proxy.baseURL.appendingPathComponent("scripted/2"))
         guard case .failure(let proxiedError) = proxied, case .failure(let scriptedError) = scripted else {
@@ -87,12 +94,8 @@ import FoundationNetworking
     }
 
     @Test func aLargeBodyIsStreamedThroughIntact() async throws {
-        let upstream = try TestSupport.server([Self.upstreamScenario])
-        defer { Task { await upstream.stop() } }
-        let proxy = try TestSupport.server([Self.proxyScenario(Self.origin(upstream))])
-        defer { Task { await proxy.stop() } }
-        let session = URLSession(configuration: .ephemeral)
-        defer { session.invalidateAndCancel() }
+        let (upstream, proxy, session) = try Self.upstreamAndProxy()
+        defer { Self.stop(upstream, proxy, session) }
         let (direct, _) = try await Self.get(session, upstream.baseURL.appendingPathComponent("blob")).get()
         let (through, response) = try await Self.get(session, proxy.baseURL.appendingPathComponent("blob")).get()
         #expect(response.statusCode == 200 && response.expectedContentLength == Int64(Self.size))

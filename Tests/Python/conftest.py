@@ -282,6 +282,48 @@ def write_scenario(tmp_path):
 # -- raw sockets ---------------------------------------------------------------------------------------
 
 
+class RawServer:
+    """A loopback TCP server on threads for the proxy tests' raw upstreams: `_serve(client, number)` runs per
+    connection (numbered from 1); `close` closes the listener and every connection."""
+
+    def __init__(self, backlog=64):
+        self.server = socket.socket()
+        self.server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(backlog)
+        self.port = self.server.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.connections = 0
+        self.open = []
+        self.stopping = False
+
+    def start(self):
+        threading.Thread(target=self._accept, daemon=True).start()
+        return self
+
+    def _accept(self):
+        while not self.stopping:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            self.connections += 1
+            self.open.append(client)
+            threading.Thread(target=self._serve, args=(client, self.connections), daemon=True).start()
+
+    def _serve(self, client, number):
+        raise NotImplementedError
+
+    def close(self):
+        self.stopping = True
+        self.server.close()
+        for client in self.open:
+            try:
+                client.close()
+            except OSError:
+                pass
+
+
 def recv_head(sock, buffer):
     """Reads from `sock` until `buffer` holds a whole header section: (head, the bytes after it), or None when the
     peer closed first. For the raw upstream servers the proxy tests stand up."""

@@ -19,7 +19,7 @@ import jsonschema
 import pytest
 import requests
 
-from conftest import SCENARIOS_DIR, FaultlineProcess, faultline_binary, recv_head
+from conftest import SCENARIOS_DIR, FaultlineProcess, RawServer, faultline_binary, recv_head
 
 SCHEMA = json.loads((SCENARIOS_DIR / "faultline.schema.json").read_text())
 DEADLINE_S = 5.0
@@ -31,7 +31,7 @@ TRUNCATED = f"truncate-body: {ITEM_BYTES // 2} of {ITEM_BYTES} body bytes sent"
 # -- a raw upstream ----------------------------------------------------------------------------------------
 
 
-class RawUpstream:
+class RawUpstream(RawServer):
     """A keep-alive HTTP/1.1 server on a thread, behaving by path:
 
     /echo...    200 with a JSON body naming the request line, the fields and the body it received
@@ -45,27 +45,9 @@ class RawUpstream:
     Every request is put on `requests` (a queue) as (connection number, request line, [(name, value)], body)."""
 
     def __init__(self):
-        self.server = socket.socket()
-        self.server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.server.bind(("127.0.0.1", 0))
-        self.server.listen(64)
-        self.port = self.server.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        super().__init__()
         self.requests = queue.Queue()
-        self.connections = 0
-        self.open = []
-        self.stopping = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while not self.stopping:
-            try:
-                client, _ = self.server.accept()
-            except OSError:
-                return
-            self.connections += 1
-            self.open.append(client)
-            threading.Thread(target=self._serve, args=(client, self.connections), daemon=True).start()
+        self.start()
 
     def _serve(self, client, number):
         buffer = b""
@@ -118,15 +100,6 @@ class RawUpstream:
             return self.requests.get(timeout=timeout)
         except queue.Empty:
             raise AssertionError(f"the upstream saw no request within {timeout} s") from None
-
-    def close(self):
-        self.stopping = True
-        self.server.close()
-        for client in self.open:
-            try:
-                client.close()
-            except OSError:
-                pass
 
 
 @pytest.fixture

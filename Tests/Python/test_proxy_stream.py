@@ -22,7 +22,7 @@ import pytest
 import requests
 import urllib3
 
-from conftest import recv_head
+from conftest import RawServer, recv_head
 
 DEADLINE_S = 10.0
 PIECE = 64 * 1024
@@ -34,7 +34,7 @@ def pattern(size):
     return (cycle * (size // 251 + 1))[:size]
 
 
-class StreamingUpstream:
+class StreamingUpstream(RawServer):
     """An HTTP/1.1 server on a thread whose paths decide how a body is sent:
 
     /held/N[c]    N bytes (c: chunked, else Content-Length): the first 1000 at once, the rest once `release` is set
@@ -46,29 +46,14 @@ class StreamingUpstream:
     `closed` is set when the proxy closes an upstream connection whose body was not finished."""
 
     def __init__(self):
-        self.server = socket.socket()
-        self.server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.server.bind(("127.0.0.1", 0))
-        self.server.listen(16)
-        self.port = self.server.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        super().__init__(backlog=16)
         self.release = threading.Event()
         self.first_sent = threading.Event()
         self.closed = threading.Event()
         self.sent = 0
-        self.clients = []
-        threading.Thread(target=self._accept, daemon=True).start()
+        self.start()
 
-    def _accept(self):
-        while True:
-            try:
-                client, _ = self.server.accept()
-            except OSError:
-                return
-            self.clients.append(client)
-            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
-
-    def _serve(self, client):
+    def _serve(self, client, number):
         buffer = b""
         try:
             while True:
@@ -122,12 +107,7 @@ class StreamingUpstream:
 
     def close(self):
         self.release.set()
-        self.server.close()
-        for client in self.clients:
-            try:
-                client.close()
-            except OSError:
-                pass
+        super().close()
 
 
 @pytest.fixture
