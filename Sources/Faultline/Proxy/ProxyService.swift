@@ -133,16 +133,18 @@ final class ProxyService {
             guard let stream, !stream.upstreamDone else { return }
             stream.upstreamDone = true
             stream.upstream?.abandon()
-            let sent = stream.sent
+            let (sent, received) = (stream.sent, stream.received)
             core.updateEntry(sequence) {
                 $0.proxy?.changed.append("the client left after \(sent) body bytes; the upstream connection was closed")
-                $0.proxy?.upstreamBytes = sent
+                $0.proxy?.upstreamBytes = received
             }
         }
         if keep != nil {
-            stream.whenCut = { [unowned self] in
+            stream.whenCut = { [unowned self, unowned stream] in
+                let received = stream.received
                 core.updateEntry(sequence) {
                     $0.proxy?.changed.append("the rest of the upstream's body was not read: its connection was closed")
+                    $0.proxy?.upstreamBytes = received
                 }
             }
         }
@@ -163,6 +165,7 @@ final class ProxyService {
         switch result {
         case .success(let response):
             let last = stream.take(response.body)
+            stream.received += response.body.count
             stream.sent += last.count
             exchange.finish(last.isEmpty ? stream.closing : [.body(last)] + stream.closing)
         case .failure(let error):
@@ -171,7 +174,7 @@ final class ProxyService {
             record.changed.append("the body was cut short after \(stream.sent) bytes: the upstream failed")
             exchange.finish([.abortExchange])
         }
-        record.upstreamBytes = stream.sent
+        record.upstreamBytes = stream.received
         let snapshot = record
         core.updateEntry(sequence) { $0.proxy = snapshot }
     }
@@ -219,6 +222,8 @@ final class StreamedBody {
     let keep: Int?
     /// Body bytes handed to the exchange so far.
     var sent = 0
+    /// Body bytes read from the upstream so far (more than `sent` when a cutting fault dropped the rest).
+    var received = 0
     /// The upstream's part is over: complete, failed, cut, or abandoned because the client left.
     var upstreamDone = false
     /// Run when a cutting fault's count is reached (the journal hears of it).
@@ -239,6 +244,7 @@ final class StreamedBody {
 
     func forward(_ bytes: [UInt8]) {
         guard !upstreamDone, !exchange.ended else { return }
+        received += bytes.count
         let taken = take(bytes)
         sent += taken.count
         if !taken.isEmpty { exchange.append([.body(taken)]) }
