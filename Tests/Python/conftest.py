@@ -282,6 +282,16 @@ def write_scenario(tmp_path):
 # -- raw sockets ---------------------------------------------------------------------------------------
 
 
+def start_recorder(tmp_path, upstream_url, *extra):
+    """`faultline record` in front of `upstream_url`, writing to tmp_path/recorded (`.output`)."""
+    output = tmp_path / "recorded"
+    recorder = FaultlineProcess([faultline_binary(), "record", "--upstream", upstream_url, "--output", str(output),
+                                 "--port", "0", *map(str, extra)], tmp_path / "recorder.stderr")
+    recorder.wait_listening()
+    recorder.output = output
+    return recorder
+
+
 class RawServer:
     """A loopback TCP server on threads for the proxy tests' raw upstreams: `_serve(client, number)` runs per
     connection (numbered from 1); `close` closes the listener and every connection."""

@@ -19,7 +19,7 @@ import jsonschema
 import pytest
 import requests
 
-from conftest import SCENARIOS_DIR, FaultlineProcess, RawServer, faultline_binary, recv_head
+from conftest import SCENARIOS_DIR, RawServer, faultline_binary, recv_head, start_recorder
 
 SCHEMA = json.loads((SCENARIOS_DIR / "faultline.schema.json").read_text())
 DEADLINE_S = 5.0
@@ -556,15 +556,6 @@ def test_http2_clients_go_through_the_proxy(start_faultline, write_scenario, ups
 
 
 # -- record -------------------------------------------------------------------------------------------------
-
-
-def start_recorder(tmp_path, upstream_url, *extra):
-    output = tmp_path / "recorded"
-    recorder = FaultlineProcess([faultline_binary(), "record", "--upstream", upstream_url, "--output", str(output),
-                                 "--port", "0", *map(str, extra)], tmp_path / "recorder.stderr")
-    recorder.wait_listening()
-    recorder.output = output
-    return recorder
 
 
 def raw_get(port, target, headers=""):

@@ -22,7 +22,7 @@ import pytest
 import requests
 import urllib3
 
-from conftest import RawServer, recv_head
+from conftest import RawServer, recv_head, start_recorder
 
 DEADLINE_S = 10.0
 PIECE = 64 * 1024
@@ -330,3 +330,22 @@ def test_a_cutting_fault_cuts_a_large_real_download_as_it_streams(start_faultlin
     entries = server.wait_for(2, path="/held/200000", completed=True)
     assert all(e["proxy"]["streamed"] and e["proxy"]["changed"][0] == "rst-stream: 5000 of 200000 body bytes sent"
                for e in entries), [e["proxy"] for e in entries]
+
+
+def test_a_recording_keeps_a_streamed_body_and_serves_it_back(start_faultline, streaming_upstream, tmp_path):
+    # `faultline record` streams too: a large download goes through as it arrives and is written as a body file.
+    size = 3 * 1024 * 1024
+    recorder = start_recorder(tmp_path, streaming_upstream.url)
+    through = subprocess.run(["curl", "-sS", "--max-time", "10", "-o", "-", f"{recorder.url}/big/{size}"],
+                             capture_output=True, stdin=subprocess.DEVNULL, timeout=20)
+    assert through.returncode == 0 and through.stdout == pattern(size), through.stderr
+    entry = recorder.wait_for(1, completed=True)[0]
+    assert entry["proxy"]["streamed"] is True
+    recorder.proc.send_signal(2)
+    assert recorder.wait_exit() == 0, recorder.stderr()
+    assert "recorded 1 exchange(s) as " in recorder.stderr()
+    assert any(path.stat().st_size == size for path in (recorder.output / "bodies").iterdir())
+    replay = start_faultline(recorder.output, args=["--quiet"])
+    served = subprocess.run(["curl", "-sS", "--max-time", "10", "-o", "-", f"{replay.url}/big/{size}"],
+                            capture_output=True, stdin=subprocess.DEVNULL, timeout=20)
+    assert served.returncode == 0 and served.stdout == pattern(size)

@@ -11,6 +11,12 @@ final class ProxyRecording {
     @exclusivity(unchecked) private(set) var dropped = 0
     @exclusivity(unchecked) private var bytes = 0
 
+    /// How many more body bytes may be kept: a streamed body larger than this is passed on, not recorded.
+    var remainingBytes: Int { max(Self.maxBytes - bytes, 0) }
+
+    /// An exchange that could not be kept (a streamed body over `remainingBytes`): counted.
+    func drop() { dropped += 1 }
+
     func record(_ request: HTTPRequest, _ response: UpstreamResponse, milliseconds: Double) {
         let size = request.body.count + response.body.count
         guard exchanges.count < Self.maxExchanges, bytes + size <= Self.maxBytes else {

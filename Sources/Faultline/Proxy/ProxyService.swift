@@ -50,7 +50,7 @@ final class ProxyService {
         // A body that does not come with its head is streamed when the plan allows it (`ProxyPlan.canStream`).
         let forwarded = ForwardedRequest(
             service: self, plan: plan, exchange: exchange, sequence: sequence, record: record,
-            mayStream: plan.canStream(recording: recording != nil))
+            mayStream: plan.canStream())
         pool.forward(key, bytes, method: plan.request.method, limits: limits, startedAt: startedAt, forwarded)
     }
 
@@ -67,6 +67,15 @@ final class ProxyService {
         record.reused = timing.reused
         if let stream = forwarded.stream {
             endStream(stream, result, exchange, sequence, &record)
+            if let recording, case .success = result {
+                // The copy kept as the body passed, unless it outgrew what the recording may still keep.
+                if var whole = stream.recorded, let body = stream.copy {
+                    whole.body = body
+                    recording.record(plan.request, whole, milliseconds: timing.totalMilliseconds)
+                } else {
+                    recording.drop()
+                }
+            }
             return
         }
         let script: ResponseScript
@@ -121,6 +130,14 @@ final class ProxyService {
         }
         let (script, closing, keep) = plan.streamOpening(response, record: &record)
         let stream = StreamedBody(exchange: exchange, upstream: upstream, closing: closing, keep: keep)
+        if let recording {
+            // `faultline record`: a copy of the body as it passes, within what the recording may still keep.
+            var head = response
+            head.body = []
+            stream.recorded = head
+            stream.copy = []
+            stream.copyLimit = recording.remainingBytes
+        }
         let snapshot = record
         core.updateEntry(sequence) {
             $0.status = script.status
@@ -133,6 +150,7 @@ final class ProxyService {
             guard let stream, !stream.upstreamDone else { return }
             stream.upstreamDone = true
             stream.upstream?.abandon()
+            recording?.drop()
             let (sent, received) = (stream.sent, stream.received)
             core.updateEntry(sequence) {
                 $0.proxy?.changed.append("the client left after \(sent) body bytes; the upstream connection was closed")
@@ -165,6 +183,7 @@ final class ProxyService {
         switch result {
         case .success(let response):
             let last = stream.take(response.body)
+            stream.keepCopy(response.body)
             stream.received += response.body.count
             stream.sent += last.count
             exchange.finish(last.isEmpty ? stream.closing : [.body(last)] + stream.closing)
@@ -236,6 +255,20 @@ final class StreamedBody {
         self.keep = keep
     }
 
+    /// `faultline record`: the upstream's head, and its body as it passed (nil once it outgrew `copyLimit`).
+    var recorded: UpstreamResponse?
+    var copy: [UInt8]?
+    var copyLimit = 0
+
+    func keepCopy(_ bytes: [UInt8]) {
+        guard copy != nil else { return }
+        if copy!.count + bytes.count > copyLimit {
+            copy = nil
+        } else {
+            copy!.append(contentsOf: bytes)
+        }
+    }
+
     /// What of `bytes` the client gets: all of it, or up to a cutting fault's count.
     func take(_ bytes: [UInt8]) -> [UInt8] {
         guard let keep, sent + bytes.count > keep else { return bytes }
@@ -245,6 +278,7 @@ final class StreamedBody {
     func forward(_ bytes: [UInt8]) {
         guard !upstreamDone, !exchange.ended else { return }
         received += bytes.count
+        keepCopy(bytes)
         let taken = take(bytes)
         sent += taken.count
         if !taken.isEmpty { exchange.append([.body(taken)]) }

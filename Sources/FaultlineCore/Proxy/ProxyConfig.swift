@@ -114,8 +114,8 @@ public struct ProxyConfig: Sendable, Equatable {
     public var connectTimeoutMilliseconds: Int?
     /// From the request sent to the response complete; once a body streams, the longest silence between two reads.
     public var responseTimeoutMilliseconds: Int?
-    /// A body read whole (for a fault, a drip, idempotency, a recording) that is larger is answered with 502 naming
-    /// the limit; a streamed body has none.
+    /// A body read whole (for a fault that needs all of it, a drip, idempotency) that is larger is answered with 502
+    /// naming the limit; a streamed body has none.
     public var maxResponseBytes: Int?
 
     public static let defaultConnectTimeoutMilliseconds = 5_000

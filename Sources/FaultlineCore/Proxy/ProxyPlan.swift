@@ -119,12 +119,12 @@ package final class ProxyPlan {
     // MARK: - Streaming (ARCHITECTURE §4d)
 
     /// Whether the upstream's body may go to the client as it arrives rather than read whole first: no drip (it
-    /// needs the whole body), no idempotency key waiting to store the answer, no recording, a client that can take
-    /// a body of unknown length (HTTP/1.1 chunked, HTTP/2 frames; an HTTP/1.0 client cannot), and either no fault or
-    /// one that sends the head and a prefix of the body, then breaks (`cutsStream`). Headers, delay and the
-    /// connection policy apply to a streamed body as to a whole one.
-    package func canStream(recording: Bool) -> Bool {
-        guard step?.drip == nil, idempotency == nil, !recording, request.head.version != .http1_0,
+    /// needs the whole body), no idempotency key waiting to store the answer, a client that can take a body of
+    /// unknown length (HTTP/1.1 chunked, HTTP/2 frames; an HTTP/1.0 client cannot), and either no fault or one that
+    /// sends the head and a prefix of the body, then breaks (`cutsStream`). Headers, delay and the connection
+    /// policy apply to a streamed body as to a whole one; a recording keeps a copy as it passes.
+    package func canStream() -> Bool {
+        guard step?.drip == nil, idempotency == nil, request.head.version != .http1_0,
               request.method != "HEAD" else { return false }
         guard let fault = step?.fault else { return true }
         return Self.cutsStream(fault)
