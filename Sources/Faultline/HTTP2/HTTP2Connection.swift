@@ -268,10 +268,6 @@ final class HTTP2Connection {
         repeat {
             flushWanted = false
             while true {
-                // Past the output limit nghttp2 is asked for nothing more until `drained` flushes again: a client
-                // with a large window that does not read would otherwise have each DATA frame queued here (a
-                // streamed proxy body wakes this for every upstream read).
-                if io.pendingOutput > settings.maxPendingOutput { break }
                 var data: UnsafePointer<UInt8>?
                 inLibrary = true
                 let count = nghttp2_session_mem_send(session, &data)
@@ -603,7 +599,6 @@ final class HTTP2Connection {
                 exchange.whenScriptArrives = { [weak self, weak stream] in
                     guard let self, let stream else { return }
                     run(stream)
-                    flush()
                 }
                 if stream.head != nil { break pulling }
                 return
@@ -614,7 +609,15 @@ final class HTTP2Connection {
             }
         }
         // The streams of one read run one after another (`runDeferred`): their frames go out in one write.
-        if runningReady { flushWanted = true } else { flush() }
+        if runningReady {
+            flushWanted = true
+        } else if exchange.isGrowing && io.pendingOutput > settings.maxPendingOutput {
+            // A growing script (a proxied body) wakes this for every piece that arrives: while the client is behind,
+            // nothing more is asked of nghttp2 until `drained` flushes — else each wake would queue another batch
+            // of DATA for a client with a large window that does not read.
+        } else {
+            flush()
+        }
     }
 
     private func perform(_ step: ScriptStep, on stream: HTTP2Stream, _ exchange: Exchange) {
