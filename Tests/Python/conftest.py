@@ -293,8 +293,10 @@ def start_recorder(tmp_path, upstream_url, *extra):
 
 
 class RawServer:
-    """A loopback TCP server on threads for the proxy tests' raw upstreams: `_serve(client, number)` runs per
-    connection (numbered from 1); `close` closes the listener and every connection."""
+    """A loopback TCP server on threads for the proxy tests' raw upstreams, keep-alive: each request head on a
+    connection (numbered from 1) goes to `answer(client, number, head, rest)`, which returns the bytes read past the
+    request, or None when the connection is done; `lost` hears a connection fail. `close` closes the listener and
+    every connection."""
 
     def __init__(self, backlog=64):
         self.server = socket.socket()
@@ -322,7 +324,21 @@ class RawServer:
             threading.Thread(target=self._serve, args=(client, self.connections), daemon=True).start()
 
     def _serve(self, client, number):
+        buffer = b""
+        try:
+            while buffer is not None:
+                received = recv_head(client, buffer)
+                if received is None:
+                    return
+                buffer = self.answer(client, number, *received)
+        except OSError:
+            self.lost()
+
+    def answer(self, client, number, head, rest):
         raise NotImplementedError
+
+    def lost(self):
+        pass
 
     def close(self):
         self.stopping = True

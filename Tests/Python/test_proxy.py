@@ -19,7 +19,7 @@ import jsonschema
 import pytest
 import requests
 
-from conftest import SCENARIOS_DIR, RawServer, faultline_binary, recv_head, start_recorder
+from conftest import SCENARIOS_DIR, RawServer, faultline_binary, start_recorder
 
 SCHEMA = json.loads((SCENARIOS_DIR / "faultline.schema.json").read_text())
 DEADLINE_S = 5.0
@@ -49,51 +49,42 @@ class RawUpstream(RawServer):
         self.requests = queue.Queue()
         self.start()
 
-    def _serve(self, client, number):
-        buffer = b""
-        try:
-            while True:
-                received = recv_head(client, buffer)
-                if received is None:
-                    return
-                head, buffer = received
-                lines = head.decode("latin-1").split("\r\n")
-                fields = [tuple(part.strip() for part in line.split(":", 1)) for line in lines[1:]]
-                length = next((int(value) for name, value in fields if name.lower() == "content-length"), 0)
-                while len(buffer) < length:
-                    buffer += client.recv(65536)
-                body, buffer = buffer[:length], buffer[length:]
-                self.requests.put((number, lines[0], fields, body))
-                path = lines[0].split(" ")[1]
-                if path.startswith("/hang"):
-                    client.recv(1)  # until the proxy gives up and closes
-                    return
-                if path.startswith("/reset"):
-                    client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-                    client.close()
-                    return
-                if path.startswith("/garbage"):
-                    client.sendall(b"SSH-2.0-OpenSSH_9.0\r\n\r\n")
-                    client.close()
-                    return
-                if path.startswith("/half"):
-                    client.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789")
-                    client.close()
-                    return
-                if path.startswith("/busy"):
-                    client.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
-                                   b"Content-Length: 4\r\n\r\nbusy")
-                    continue
-                if path.startswith("/echo"):
-                    payload = json.dumps({"requestLine": lines[0], "fields": fields,
-                                          "body": body.decode("utf-8", "replace")}).encode()
-                    client.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: keep-alive\r\n"
-                                   b"Keep-Alive: timeout=5\r\nX-Upstream: raw\r\nContent-Length: "
-                                   + str(len(payload)).encode() + b"\r\n\r\n" + payload)
-                    continue
-                client.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok")
-        except OSError:
-            return
+    def answer(self, client, number, head, buffer):
+        lines = head.decode("latin-1").split("\r\n")
+        fields = [tuple(part.strip() for part in line.split(":", 1)) for line in lines[1:]]
+        length = next((int(value) for name, value in fields if name.lower() == "content-length"), 0)
+        while len(buffer) < length:
+            buffer += client.recv(65536)
+        body, buffer = buffer[:length], buffer[length:]
+        self.requests.put((number, lines[0], fields, body))
+        path = lines[0].split(" ")[1]
+        if path.startswith("/hang"):
+            client.recv(1)  # until the proxy gives up and closes
+            return None
+        if path.startswith("/reset"):
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            client.close()
+            return None
+        if path.startswith("/garbage"):
+            client.sendall(b"SSH-2.0-OpenSSH_9.0\r\n\r\n")
+            client.close()
+            return None
+        if path.startswith("/half"):
+            client.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789")
+            client.close()
+            return None
+        if path.startswith("/busy"):
+            client.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+                           b"Content-Length: 4\r\n\r\nbusy")
+        elif path.startswith("/echo"):
+            payload = json.dumps({"requestLine": lines[0], "fields": fields,
+                                  "body": body.decode("utf-8", "replace")}).encode()
+            client.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: keep-alive\r\n"
+                           b"Keep-Alive: timeout=5\r\nX-Upstream: raw\r\nContent-Length: "
+                           + str(len(payload)).encode() + b"\r\n\r\n" + payload)
+        else:
+            client.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok")
+        return buffer
 
     def next_request(self, timeout=DEADLINE_S):
         try:

@@ -22,7 +22,7 @@ import pytest
 import requests
 import urllib3
 
-from conftest import RawServer, recv_head, start_recorder
+from conftest import RawServer, start_recorder
 
 DEADLINE_S = 10.0
 PIECE = 64 * 1024
@@ -53,43 +53,37 @@ class StreamingUpstream(RawServer):
         self.sent = 0
         self.start()
 
-    def _serve(self, client, number):
-        buffer = b""
-        try:
-            while True:
-                received = recv_head(client, buffer)
-                if received is None:
-                    return
-                head, buffer = received
-                path = head.split(b" ")[1].decode()
-                kind, size = path.strip("/").split("/")[:2]
-                chunked = size.endswith("c")
-                size = int(size.rstrip("c"))
-                body = pattern(size)
-                if kind == "held":
-                    self._held(client, body, chunked)
-                elif kind == "big":
-                    client.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: "
-                                   + str(size).encode() + b"\r\n\r\n")
-                    for offset in range(0, size, PIECE):
-                        piece = body[offset:offset + PIECE]
-                        client.sendall(piece)
-                        self.sent += len(piece)
-                elif kind == "cut":
-                    client.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: " + str(size).encode() + b"\r\n\r\n")
-                    client.sendall(body[:size // 4])
-                    client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-                    client.close()
-                    return
-                elif kind == "stall":
-                    client.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: " + str(size).encode() + b"\r\n\r\n")
-                    client.sendall(body[:1000])
-                    if client.recv(1) == b"":
-                        self.closed.set()
-                    return
-        except OSError:
-            self.closed.set()
-            return
+    def answer(self, client, number, head, rest):
+        path = head.split(b" ")[1].decode()
+        kind, size = path.strip("/").split("/")[:2]
+        chunked = size.endswith("c")
+        size = int(size.rstrip("c"))
+        body = pattern(size)
+        if kind == "held":
+            self._held(client, body, chunked)
+        elif kind == "big":
+            client.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: "
+                           + str(size).encode() + b"\r\n\r\n")
+            for offset in range(0, size, PIECE):
+                piece = body[offset:offset + PIECE]
+                client.sendall(piece)
+                self.sent += len(piece)
+        elif kind == "cut":
+            client.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: " + str(size).encode() + b"\r\n\r\n")
+            client.sendall(body[:size // 4])
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            client.close()
+            return None
+        elif kind == "stall":
+            client.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: " + str(size).encode() + b"\r\n\r\n")
+            client.sendall(body[:1000])
+            if client.recv(1) == b"":
+                self.closed.set()
+            return None
+        return rest
+
+    def lost(self):
+        self.closed.set()
 
     def _held(self, client, body, chunked):
         def frame(data):

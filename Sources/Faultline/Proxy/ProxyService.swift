@@ -61,10 +61,8 @@ final class ProxyService {
     ) {
         let (plan, exchange, sequence) = (forwarded.plan, forwarded.exchange, forwarded.sequence)
         var record = forwarded.record
-        record.connectMilliseconds = timing.connectMilliseconds
-        record.firstByteMilliseconds = timing.firstByteMilliseconds
+        record.take(timing)
         record.totalMilliseconds = timing.totalMilliseconds
-        record.reused = timing.reused
         if let stream = forwarded.stream {
             endStream(stream, result, exchange, sequence, &record)
             if let recording, case .success = result {
@@ -105,30 +103,22 @@ final class ProxyService {
     // MARK: - Streaming
 
     /// The upstream's head came without the whole body: the client gets the head (after the step's delay) and
-    /// the body so far now, the rest as it arrives (`StreamedBody`). None when the client has already left.
+    /// the body so far now, the rest as it arrives (`forwarded.stream`). Nothing streams when the client has
+    /// already left.
     fileprivate func startStream(
         _ forwarded: ForwardedRequest, _ response: UpstreamResponse, _ timing: UpstreamTiming,
         _ upstream: UpstreamConnection
     ) {
-        forwarded.record.connectMilliseconds = timing.connectMilliseconds
-        forwarded.record.firstByteMilliseconds = timing.firstByteMilliseconds
-        forwarded.record.reused = timing.reused
-        forwarded.stream = startStream(
-            forwarded.plan, response, upstream, forwarded.exchange, forwarded.sequence, &forwarded.record)
-    }
-
-    private func startStream(
-        _ plan: ProxyPlan, _ response: UpstreamResponse, _ upstream: UpstreamConnection, _ exchange: Exchange,
-        _ sequence: Int, _ record: inout ProxyRecord
-    ) -> StreamedBody? {
+        let (plan, exchange, sequence) = (forwarded.plan, forwarded.exchange, forwarded.sequence)
+        forwarded.record.take(timing)
         guard !exchange.ended else {
             upstream.abandon()
-            record.changed.append("the client left before the upstream answered; its connection was closed")
-            let record = record
+            forwarded.record.changed.append("the client left before the upstream answered; its connection was closed")
+            let record = forwarded.record
             core.updateEntry(sequence) { $0.proxy = record }
-            return nil
+            return
         }
-        let (script, closing, keep) = plan.streamOpening(response, record: &record)
+        let (script, closing, keep) = plan.streamOpening(response, record: &forwarded.record)
         let stream = StreamedBody(exchange: exchange, upstream: upstream, closing: closing, keep: keep)
         if let recording {
             // `faultline record`: a copy of the body as it passes, within what the recording may still keep.
@@ -138,7 +128,7 @@ final class ProxyService {
             stream.copy = []
             stream.copyLimit = recording.remainingBytes
         }
-        let snapshot = record
+        let snapshot = forwarded.record
         core.updateEntry(sequence) {
             $0.status = script.status
             $0.fault = script.fault
@@ -166,9 +156,9 @@ final class ProxyService {
                 }
             }
         }
+        forwarded.stream = stream
         exchange.respond(script, growing: true)
         stream.forward(response.body)
-        return stream
     }
 
     /// The streamed body's end: the closing steps, or — when the upstream failed mid-body — the exchange is
@@ -338,5 +328,14 @@ final class ForwardedRequest: UpstreamReceiver {
 
     func upstreamFinished(_ result: Result<UpstreamResponse, UpstreamError>, _ timing: UpstreamTiming) {
         service.finish(self, result, timing)
+    }
+}
+
+extension ProxyRecord {
+    /// The connection's timings up to the first byte (the total is known only at the end).
+    fileprivate mutating func take(_ timing: UpstreamTiming) {
+        connectMilliseconds = timing.connectMilliseconds
+        firstByteMilliseconds = timing.firstByteMilliseconds
+        reused = timing.reused
     }
 }

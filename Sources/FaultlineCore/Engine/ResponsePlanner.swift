@@ -283,7 +283,7 @@ enum ResponsePlanner {
             return [.head(announced(close: false)), .hang]
         case .truncateBody:
             // Deliberately wrong: Content-Length promises the whole body, we send part of it and abandon it.
-            let sent = min(fault.bytes ?? length / 2, max(length - 1, 0))
+            let sent = fault.cutPrefix(ofBodyLength: length)
             return [.head(announced(close: true))] + pieces.prefix(sent).steps + [.abortExchange]
         case .overlongBody:
             // Deliberately wrong: more bytes than Content-Length declares. A client that reuses the
@@ -316,7 +316,7 @@ enum ResponsePlanner {
             case .headers:
                 return [.head(announced(close: false)), .http2(.resetStream(code: code))]
             case .body:
-                let sent = min(fault.bytes ?? length / 2, max(length - 1, 0))
+                let sent = fault.cutPrefix(ofBodyLength: length)
                 return [.head(announced(close: false))] + pieces.prefix(sent).steps + [.http2(.resetStream(code: code))]
             }
         case .goaway:

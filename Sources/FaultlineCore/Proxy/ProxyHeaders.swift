@@ -116,26 +116,15 @@ package enum ProxyHeaders {
     /// the same head `ResponseHead(status:headers:bodyLength:close:)` makes of them, for less (every proxied
     /// request builds one). Not for a HEAD's or a bodyless status's response (their length fields are kept).
     package static func clientHead(_ response: UpstreamResponse, bodyLength: Int, close: Bool) -> ResponseHead {
-        let listed = connectionOptions(response.headers)
         var headers = HTTPHeaders()
         headers.reserveCapacity(response.headers.fields.count + 1)
         var out: [UInt8] = []
         out.reserveCapacity(160 + response.headers.fields.count * 40)
         HTTPResponse.appendStatusLine(response.status, to: &out)
-        var via: String?
-        for field in response.headers {
-            let name = field.name
-            if isHopByHop(name, listed: listed) || isNamed(name, "content-length") { continue }
-            if isNamed(name, "via") {
-                via = via.map { $0 + ", " + field.value } ?? field.value
-                continue
-            }
-            headers.append(name: name, value: field.value)
-            append(name, field.value, to: &out)
+        forEachClientField(response, keepLength: false) { name, value in
+            headers.append(name: name, value: value)
+            append(name, value, to: &out)
         }
-        let ourVia = via.map { $0 + ", " + Self.via } ?? Self.via
-        headers.append(name: "Via", value: ourVia)
-        append("Via", ourVia, to: &out)
         out.append(contentsOf: "Content-Length: ".utf8)
         out.appendDecimal(bodyLength)
         out.append(contentsOf: "\r\n".utf8)
@@ -149,9 +138,19 @@ package enum ProxyHeaders {
     /// HTTP/1.1, DATA frames for HTTP/2) — except where the length describes a body that is not sent (a HEAD's,
     /// a 304's), which is kept as the upstream gave it.
     package static func clientResponse(_ response: UpstreamResponse, requestMethod: String) -> HTTPHeaders {
-        let listed = connectionOptions(response.headers)
-        let keepLength = requestMethod == "HEAD" || response.status == 304
         var headers = HTTPHeaders()
+        forEachClientField(response, keepLength: requestMethod == "HEAD" || response.status == 304) {
+            headers.append(name: $0, value: $1)
+        }
+        return headers
+    }
+
+    /// The rule both heads follow, field by field in order: the upstream's end-to-end fields (`Content-Length`
+    /// only when `keepLength`), then `Via` with its hops joined and ours last.
+    private static func forEachClientField(
+        _ response: UpstreamResponse, keepLength: Bool, _ body: (_ name: String, _ value: String) -> Void
+    ) {
+        let listed = connectionOptions(response.headers)
         var via: String?
         for field in response.headers {
             let name = field.name
@@ -161,9 +160,8 @@ package enum ProxyHeaders {
                 via = via.map { $0 + ", " + field.value } ?? field.value
                 continue
             }
-            headers.append(name: field.name, value: field.value)
+            body(name, field.value)
         }
-        headers.append(name: "Via", value: via.map { $0 + ", " + Self.via } ?? Self.via)
-        return headers
+        body("Via", via.map { $0 + ", " + Self.via } ?? Self.via)
     }
 }

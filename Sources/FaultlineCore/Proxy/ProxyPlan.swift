@@ -87,16 +87,13 @@ package final class ProxyPlan {
         var http = HTTPResponse(
             status: response.status, headers: ProxyHeaders.clientResponse(response, requestMethod: request.method),
             body: response.body)
-        for field in step.headers { http.headers.set(name: field.name, value: field.value) }
-        if !step.headers.isEmpty { record.changed.append("headers set: " + step.headers.map(\.name).joined(separator: ", ")) }
-        let waits = ResponsePlanner.waitSteps(step.delay, &random)
+        stepHeaders(step, over: &http.headers, &record)
+        let waits = delaySteps(step.delay, &record)
         var script = ResponsePlanner.respond(
             http, step: step, after: waits, for: request, random: &random, extraHeaders: extraHeaders,
             keepResponse: idempotency != nil)
         answered = script.response
         script.response = nil
-        let waited = waits.reduce(0) { if case .wait(let ms) = $1 { $0 + ms } else { $0 } }
-        if waited > 0 { record.changed.append("delay \(waited) ms") }
         if let drip = step.drip {
             record.changed.append("chunked: \(drip.size) bytes every \(drip.intervalMilliseconds) ms")
         }
@@ -114,6 +111,20 @@ package final class ProxyPlan {
         }
         applyConnectionPolicy(&script, record: &record)
         return script
+    }
+
+    /// The step's headers over the upstream's fields of the same name; `record` says which were set.
+    private func stepHeaders(_ step: ResponseStep, over headers: inout HTTPHeaders, _ record: inout ProxyRecord) {
+        guard !step.headers.isEmpty else { return }
+        for field in step.headers { headers.set(name: field.name, value: field.value) }
+        record.changed.append("headers set: " + step.headers.map(\.name).joined(separator: ", "))
+    }
+
+    /// The step's delay as the script's first steps, drawn from the plan's stream; `record` says it was added.
+    private func delaySteps(_ delay: DelaySpec?, _ record: inout ProxyRecord) -> [ScriptStep] {
+        let waits = ResponsePlanner.waitSteps(delay, &random)
+        if case .wait(let waited)? = waits.first { record.changed.append("delay \(waited) ms") }
+        return waits
     }
 
     // MARK: - Streaming (ARCHITECTURE §4d)
@@ -160,21 +171,18 @@ package final class ProxyPlan {
         record.streamed = true
         let step = self.step ?? ResponseStep()
         var headers = ProxyHeaders.clientResponse(response, requestMethod: request.method)
-        for field in step.headers { headers.set(name: field.name, value: field.value) }
-        if !step.headers.isEmpty { record.changed.append("headers set: " + step.headers.map(\.name).joined(separator: ", ")) }
+        stepHeaders(step, over: &headers, &record)
         for field in extraHeaders { headers.append(name: field.name, value: field.value) }
         var keepAlive = request.head.clientWantsKeepAlive && !step.closeConnection
         let length = response.declaredLength
         if length == nil { headers.append(name: "Transfer-Encoding", value: "chunked") }
-        var steps = ResponsePlanner.waitSteps(step.delay, &random)
-        let waited = steps.reduce(0) { if case .wait(let ms) = $1 { $0 + ms } else { $0 } }
-        if waited > 0 { record.changed.append("delay \(waited) ms") }
+        var steps = delaySteps(step.delay, &record)
         var closing: [ScriptStep] = [.end]
         var keep: Int?
         var closeAfterHead = !keepAlive
         if let fault = step.fault, let length {
             // What `ResponsePlanner.faultSteps` sends for the same fault, counted instead of sliced.
-            let prefix = min(fault.bytes ?? length / 2, max(length - 1, 0))
+            let prefix = fault.cutPrefix(ofBodyLength: length)
             switch fault.name {
             case .truncateBody:
                 keep = prefix
@@ -216,8 +224,7 @@ package final class ProxyPlan {
               response.status >= 200, response.status != 204, response.status != 304 else { return nil }
         if let step, step.fault != nil || step.drip != nil || !step.headers.isEmpty { return nil }
         let keepAlive = request.head.clientWantsKeepAlive && !(step?.closeConnection ?? false)
-        var steps = ResponsePlanner.waitSteps(step?.delay, &random)
-        if case .wait(let waited)? = steps.first { record.changed.append("delay \(waited) ms") }
+        var steps = delaySteps(step?.delay, &record)
         steps.append(.head(ProxyHeaders.clientHead(response, bodyLength: response.body.count, close: !keepAlive)))
         if !response.body.isEmpty { steps.append(.body(response.body)) }
         steps.append(.end)

@@ -206,6 +206,15 @@ public struct FaultSpec: Sendable, Equatable {
     }
 }
 
+extension FaultSpec {
+    /// The body bytes a fault that cuts a body short sends of a body of `length` (`truncate-body`, `rst-stream`
+    /// after the body): `bytes`, by default half, and never the whole body, which would not be cut. One definition
+    /// for the planner's slices and a streamed proxy body's count (`ProxyPlan.streamOpening`).
+    package func cutPrefix(ofBodyLength length: Int) -> Int {
+        min(bytes ?? length / 2, max(length - 1, 0))
+    }
+}
+
 /// What a `half-close` sends before shutting down its writing side.
 public enum HalfCloseAfter: String, Sendable, Equatable, CaseIterable {
     /// FIN straight after reading the request.
