@@ -30,7 +30,7 @@ final class AdminAPI {
         ("POST", "/__faultline/scenarios", "load scenarios (a scenario object, an array of them, or {\"paths\": [...]}); ?mode=add keeps the others"),
         ("POST", "/__faultline/scenarios/reset", "rewind every script; ?journal=true also clears the journal"),
         ("POST", "/__faultline/scenarios/reload", "read the scenario files again (as SIGHUP and --watch do)"),
-        ("GET", "/__faultline/report", "verdicts: each scenario's expect rules judged against the journal, with evidence"),
+        ("GET", "/__faultline/report", "verdicts: each scenario's expect rules judged against the journal, with evidence; ?scenario=NAME judges one"),
         ("GET", "/__faultline/state", "tokens, refresh counts, rate-limit buckets, Retry-After judgements, idempotency records, side effects"),
         ("POST", "/__faultline/auth/expire", "expire the current access token now"),
         ("GET", "/__faultline/resources", "every resource's instances: version, ETag, Last-Modified, size"),
@@ -163,7 +163,12 @@ final class AdminAPI {
             }
             respond(200, .object([("reset", .bool(true)), ("journalCleared", .int(cleared))]))
         case ("GET", "report"), ("HEAD", "report"):
-            respond(200, core.engine.report(journal: core.journal.entries))
+            let scenario = param("scenario")
+            if let scenario, let problem = core.engine.unknownScenario(scenario) {
+                respond(404, .object([("error", .string(problem))]))
+                return
+            }
+            respond(200, core.engine.report(journal: core.journal.entries, scenario: scenario))
         case ("GET", "state"), ("HEAD", "state"):
             respond(200, core.engine.stateJSON(now: core.now()))
         case ("POST", "auth/expire"):

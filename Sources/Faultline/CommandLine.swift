@@ -5,7 +5,7 @@ package enum CommandLineRequest: Equatable, Sendable {
     case serve(ServeOptions)
     case validate(paths: [String])
     /// Fetch `/__faultline/report` from a running server; exit non-zero on any failed rule.
-    case verify(url: String)
+    case verify(VerifyOptions)
     /// Fetch a running server's journal as HAR or NDJSON and write it to a file or stdout.
     case export(ExportOptions)
     /// Use the local certificate authority: export its certificate, issue a client certificate, print pins.
@@ -76,6 +76,34 @@ struct RecordParse {
     var quiet = false
 }
 
+/// Where `verify` and `export` find the server: `--url`, else the port in `--port-file` (on 127.0.0.1), else the
+/// environment's `FAULTLINE_URL`. Read when the command runs (`RemoteCommands.resolve`), since a port file is
+/// written by a server that may start after the command line was parsed.
+package struct ServerLocation: Equatable, Sendable {
+    package var url: String?
+    package var portFile: String?
+
+    package init(url: String? = nil, portFile: String? = nil) {
+        self.url = url
+        self.portFile = portFile
+    }
+}
+
+/// Options of `faultline verify`.
+package struct VerifyOptions: Equatable, Sendable {
+    package var server: ServerLocation
+    /// An inconclusive verdict fails the run too (a rule whose situation never happened).
+    package var strict = false
+    /// Judge only this scenario (`GET /__faultline/report?scenario=NAME`).
+    package var scenario: String?
+
+    package init(server: ServerLocation, strict: Bool = false, scenario: String? = nil) {
+        self.server = server
+        self.strict = strict
+        self.scenario = scenario
+    }
+}
+
 /// Options of `faultline export`.
 package struct ExportOptions: Equatable, Sendable {
     /// What `export` writes.
@@ -86,16 +114,20 @@ package struct ExportOptions: Equatable, Sendable {
         case ndjson
     }
 
-    /// `http://HOST:PORT` of a running faultline.
-    package var url: String
+    /// Where the running faultline is.
+    package var server: ServerLocation
     package var format: Format = .har
     /// Where to write; nil for stdout.
     package var output: String?
 
-    package init(url: String, format: Format = .har, output: String? = nil) {
-        self.url = url
+    package init(server: ServerLocation, format: Format = .har, output: String? = nil) {
+        self.server = server
         self.format = format
         self.output = output
+    }
+
+    package init(url: String, format: Format = .har, output: String? = nil) {
+        self.init(server: ServerLocation(url: url), format: format, output: output)
     }
 }
 
@@ -262,6 +294,9 @@ private func proxyConfig(_ command: String, _ text: String, over base: ProxyConf
 /// `verify` and `export` while parsing.
 struct RemoteParse {
     var url: String?
+    var portFile: String?
+    var strict = false
+    var scenario: String?
     var format = ExportOptions.Format.har
     var output: String?
 }
@@ -447,14 +482,27 @@ package enum FaultlineCommandLine {
         positional: { paths, path in paths.append(path) })
 
     static let urlOption = OptionSpec<RemoteParse>(
-        ["--url", "-u"], value: "URL", required: true, "http://HOST:PORT of a running faultline (verify, export)") {
+        ["--url", "-u"], value: "URL",
+        "http://HOST:PORT of a running faultline (verify, export); default: --port-file, else $FAULTLINE_URL") {
         $0.url = $1
+    }
+
+    static let remotePortFileOption = OptionSpec<RemoteParse>(
+        ["--port-file"], value: "F", "the port file a `serve --port-file F` wrote: the server at 127.0.0.1:PORT") {
+        $0.portFile = $1
     }
 
     static let verify = CommandSpec<RemoteParse>(
         name: "verify",
         summary: "Print a running server's verdicts (GET /__faultline/report); exit 1 if any rule failed.",
-        positionals: nil, positionalsOptional: true, options: [urlOption],
+        positionals: nil, positionalsOptional: true,
+        options: [
+            urlOption, remotePortFileOption,
+            OptionSpec(["--strict"], "an inconclusive verdict (its situation never happened) fails the run too") { parse, _ in
+                parse.strict = true
+            },
+            OptionSpec(["--scenario"], value: "NAME", "judge only the scenario NAME") { $0.scenario = $1 },
+        ],
         positional: { _, _ in })
 
     static let export = CommandSpec<RemoteParse>(
@@ -462,7 +510,7 @@ package enum FaultlineCommandLine {
         summary: "Write a running server's journal as HAR 1.2 (default) or NDJSON, to --output F or stdout.",
         positionals: nil, positionalsOptional: true,
         options: [
-            urlOption,
+            urlOption, remotePortFileOption,
             OptionSpec(["--format", "-f"], value: "har|ndjson", "what export writes (default har)") {
                 (parse: inout RemoteParse, text: String) throws(CommandLineError) in
                 guard let format = ExportOptions.Format(rawValue: text) else {
@@ -606,17 +654,14 @@ package enum FaultlineCommandLine {
         case "verify":
             var parse = RemoteParse()
             guard try verify.parse(rest, into: &parse) else { return .help(topic: "verify") }
-            guard let url = parse.url else {
-                throw CommandLineError(message: "verify: give --url http://HOST:PORT of a running faultline")
-            }
-            return .verify(url: url)
+            return .verify(VerifyOptions(
+                server: ServerLocation(url: parse.url, portFile: parse.portFile), strict: parse.strict,
+                scenario: parse.scenario))
         case "export":
             var parse = RemoteParse()
             guard try export.parse(rest, into: &parse) else { return .help(topic: "export") }
-            guard let url = parse.url else {
-                throw CommandLineError(message: "export: give --url http://HOST:PORT of a running faultline")
-            }
-            return .export(ExportOptions(url: url, format: parse.format, output: parse.output))
+            return .export(ExportOptions(
+                server: ServerLocation(url: parse.url, portFile: parse.portFile), format: parse.format, output: parse.output))
         case "ca":
             var parse = CAParse()
             guard try ca.parse(rest, into: &parse) else { return .help(topic: "ca") }

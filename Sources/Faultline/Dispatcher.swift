@@ -10,8 +10,6 @@ struct ConnectionInfo {
     var exchangeProtocol: ExchangeProtocol = .http1
     /// The client's address without its port: what a per-client rate limit counts.
     let clientHost: String
-    /// Monotonic ms at accept: a request on a connection opened after a 429 went out is a follow-up of it.
-    let openedAtMilliseconds: UInt64
     /// Accepted on the admin-only port (`--admin-port`): it serves the admin API and nothing else.
     var adminOnly = false
 
@@ -19,7 +17,6 @@ struct ConnectionInfo {
         self.id = id
         self.clientAddress = clientAddress
         clientHost = clientAddress.lastIndex(of: ":").map { String(clientAddress[..<$0]) } ?? clientAddress
-        openedAtMilliseconds = Clock.monotonicNanos() / 1_000_000
     }
 }
 
@@ -56,10 +53,9 @@ final class Dispatcher {
             request, requestID: core.journal.nextSequence, connectionRequestIndex: context.indexOnConnection,
             client: connection.clientHost,
             now: context.arrivedNow
-                ? EngineInstant(
-                    monotonicMilliseconds: context.arrival.monotonicNanos / 1_000_000, wallSeconds: context.arrival.wall)
+                ? EngineInstant(monotonicNanos: context.arrival.monotonicNanos, wallSeconds: context.arrival.wall)
                 : core.now(),
-            connection: connection.id, connectionOpenedAt: connection.openedAtMilliseconds)
+            arrivedAtNanos: context.arrival.monotonicNanos)
         var entry = Self.entry(context, connection, head: request.head, body: request.body)
         entry.record(decision)
         if let shaped = core.network.shapedLabel {
@@ -126,20 +122,24 @@ final class Dispatcher {
 
     /// An exchange ended: tell the engine (token refresh in flight, idempotent response to store) and the journal.
     func finished(_ exchange: Exchange, _ outcome: ExchangeOutcome, at: UInt64?) {
+        // One moment for the journal and the engine: a request that arrived after it follows this exchange (`Retries`).
+        let finishedAt = at ?? Clock.monotonicNanos()
         if let completion = exchange.engineCompletion {
-            core.engine.finish(completion, now: core.now(), processed: outcome != .notProcessed)
+            var now = core.now()
+            now.monotonicNanos = finishedAt
+            core.engine.finish(
+                completion, now: now, processed: outcome != .notProcessed, delivered: exchange.bytesWritten > 0)
         }
         if core.network.countsRequests, let sequence = exchange.sequence,
            let route = core.journal.entry(sequence)?.route?.routeID {
             core.network.requestAnswered(route: route)
         }
         if let sequence = exchange.sequence {
-            let now = at ?? Clock.monotonicNanos()
             let bytes = exchange.bytesWritten
             core.updateEntry(sequence) {
                 $0.outcome = outcome
                 $0.bytesWritten = bytes
-                $0.finishedAtMonotonicNanos = now
+                $0.finishedAtMonotonicNanos = finishedAt
                 // The journal's status is the status line sent: none when not a byte went out.
                 if bytes == 0 { $0.status = nil }
             }

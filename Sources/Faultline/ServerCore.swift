@@ -56,7 +56,7 @@ final class ServerCore: @unchecked Sendable {
         self.configuration = configuration
         engine = Engine(
             scenarios: configuration.scenarios,
-            now: EngineInstant(monotonicMilliseconds: Clock.monotonicNanos() / 1_000_000, wallSeconds: Clock.wallSeconds()))
+            now: EngineInstant(monotonicNanos: Clock.monotonicNanos(), wallSeconds: Clock.wallSeconds()))
         journal = Journal(capacity: configuration.journalCapacity, maxBodyBytes: configuration.journalBodyBytes)
         engine.defaultProxy = configuration.proxy
         http1Settings = HTTP1Settings(
@@ -412,7 +412,7 @@ final class ServerCore: @unchecked Sendable {
 
     /// The engine's clock: monotonic for durations and expiry, wall time for HTTP-dates.
     func now() -> EngineInstant {
-        EngineInstant(monotonicMilliseconds: Clock.monotonicNanos() / 1_000_000, wallSeconds: Clock.wallSeconds())
+        EngineInstant(monotonicNanos: Clock.monotonicNanos(), wallSeconds: Clock.wallSeconds())
     }
 
     private func cancelPendingResponses() {

@@ -60,10 +60,10 @@ case .validate(let paths):
         FileHandle.standardError.write(Data("faultline: \(error.errors.count) problem(s) found\n".utf8))
         exit(1)
     }
-case .verify(let url):
-    finish(await RemoteCommands.verify(url: url))
+case .verify(let options):
+    finish(await RemoteCommands.verify(options, environment: ProcessInfo.processInfo.environment))
 case .export(let options):
-    finish(await RemoteCommands.export(options))
+    finish(await RemoteCommands.export(options, environment: ProcessInfo.processInfo.environment))
 case .ca(let options):
     finish(CACommand.run(options))
 case .record(let options):

@@ -66,6 +66,8 @@ import Testing
                     head: EngineTests.request("GET", "/reports/\(request)").head, body: [], bodySize: 0)
                 entry.route = .route("report")
                 entry.status = 503
+                entry.outcome = .completed
+                entry.finishedAtMonotonicNanos = entry.receivedAtMonotonicNanos
                 entries.append(entry)
             }
         }
@@ -123,6 +125,9 @@ import Testing
                     indexOnConnection: 0, clientAddress: "t",
                     head: EngineTests.request("GET", "/r/\(request)").head, body: [], bodySize: 0)
                 entry.route = .route("r")
+                entry.status = 503
+                entry.outcome = .completed
+                entry.finishedAtMonotonicNanos = entry.receivedAtMonotonicNanos
                 entry.sequence = entries.count + 1
                 entries.append(entry)
             }

@@ -62,11 +62,15 @@ import Testing
         let limited = engine.decide(Self.request("GET", "/s"), requestID: 3, now: Self.at(200))
         #expect(limited.script.status == 429)
         #expect(EngineTests.written(limited.script).contains("Retry-After: 1\r\n"))
-        // 300 ms later is 700 ms early for a 1000 ms Retry-After.
-        let early = engine.decide(Self.request("GET", "/s"), requestID: 4, now: Self.at(500))
+        // A request decided before the 429 went out cannot have read it: it follows nothing.
+        #expect(engine.decide(Self.request("GET", "/s"), requestID: 4, now: Self.at(200)).notes.contains { $0.description.hasPrefix("retry-after") } == false)
+        engine.finish(limited.completion!, now: Self.at(200))
+        // 300 ms after the answer went out is 700 ms early for a 1000 ms Retry-After.
+        let early = engine.decide(Self.request("GET", "/s"), requestID: 5, now: Self.at(500))
         #expect(early.script.status == 429)
         #expect(early.notes.first?.description.contains("ms early") == true, "\(early.notes)")
-        let onTime = engine.decide(Self.request("GET", "/s"), requestID: 5, now: Self.at(1600))
+        engine.finish(early.completion!, now: Self.at(500))
+        let onTime = engine.decide(Self.request("GET", "/s"), requestID: 6, now: Self.at(1600))
         #expect(onTime.script.status == 200 && onTime.notes.first?.description.hasSuffix("honoured") == true, "\(onTime.notes)")
     }
 
@@ -138,7 +142,9 @@ import Testing
     @Test func scriptedRetryAfterIsJudgedPerRoute() throws {
         let json = #"{"name": "r", "routes": [{"id": "m", "match": {"path": "/m"}, "responses": [{"status": 503, "headers": {"Retry-After": "2"}}, {"text": "up"}]}]}"#
         let engine = try Self.engine(json)
-        #expect(engine.decide(Self.request("GET", "/m"), requestID: 1, now: Self.at(0)).script.status == 503)
+        let first = engine.decide(Self.request("GET", "/m"), requestID: 1, now: Self.at(0))
+        #expect(first.script.status == 503)
+        engine.finish(first.completion!, now: Self.at(0))
         let retry = engine.decide(Self.request("GET", "/m"), requestID: 2, now: Self.at(1500))
         #expect(retry.notes == [.remark("retry-after: request came 1500 ms after #1's 2000 ms: 500 ms early")])
         let tracker = engine.stateJSON(now: Self.at(1600))["retryAfter"]

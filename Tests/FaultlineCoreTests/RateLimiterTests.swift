@@ -309,14 +309,28 @@ struct HTTPDateTests {
 
 @Suite("Retry-After compliance")
 struct RetryAfterTrackerTests {
-    @Test("a retry before the advertised time is early by the difference")
+    static let bucket = RetryAfterKey.rateLimit(id: "k", bucket: "")
+
+    /// Milliseconds as the tracker's nanoseconds.
+    static func ms(_ milliseconds: UInt64) -> UInt64 { milliseconds * 1_000_000 }
+
+    /// An advertisement decided at `at` ms and delivered (its exchange finished) at `delivered` ms.
+    static func advertise(
+        _ tracker: inout RetryAfterTracker, key: RetryAfterKey = bucket, logical: String? = nil, sequence: Int,
+        status: Int = 429, retryAfter: String = "1", wait: Int = 1000, at: UInt64, delivered: UInt64? = nil
+    ) {
+        tracker.advertised(key: key, logical: logical, sequence: sequence, status: status, retryAfter: retryAfter,
+                           waitMilliseconds: wait, nowNanos: ms(at))
+        if let delivered { tracker.delivered(key: key, sequence: sequence, atNanos: ms(delivered), seen: true) }
+    }
+
+    @Test("a retry before the advertised time is early by the difference, counted from the delivery")
     func earlyRetry() {
         var tracker = RetryAfterTracker()
-        tracker.advertised(key: .rateLimit(id: "k", bucket: ""), sequence: 1, status: 429, retryAfter: "2", waitMilliseconds: 2000,
-                           nowMilliseconds: 10_000)
-        let observation = tracker.arrived(key: .rateLimit(id: "k", bucket: ""), sequence: 2, nowMilliseconds: 11_500)
+        Self.advertise(&tracker, sequence: 1, retryAfter: "2", wait: 2000, at: 10_000, delivered: 10_000)
+        let observation = tracker.arrived(key: Self.bucket, sequence: 2, nowNanos: Self.ms(11_500))
         #expect(observation == RetryAfterTracker.Observation(
-            key: .rateLimit(id: "k", bucket: ""), advertisedSequence: 1, retrySequence: 2, advertisedWaitMilliseconds: 2000,
+            key: Self.bucket, advertisedSequence: 1, retrySequence: 2, advertisedWaitMilliseconds: 2000,
             actualWaitMilliseconds: 1500, earlyByMilliseconds: 500))
         #expect(observation?.honoured == false)
         #expect(tracker.pending.isEmpty)
@@ -325,44 +339,112 @@ struct RetryAfterTrackerTests {
     @Test("a retry at or after the advertised time is honoured", arguments: [(12_000, 2000), (15_250, 5250)])
     func honouredRetry(arrival: UInt64, actualWait: Int) {
         var tracker = RetryAfterTracker()
-        tracker.advertised(key: .rateLimit(id: "k", bucket: ""), sequence: 4, status: 503, retryAfter: "2", waitMilliseconds: 2000,
-                           nowMilliseconds: 10_000)
-        let observation = tracker.arrived(key: .rateLimit(id: "k", bucket: ""), sequence: 9, nowMilliseconds: arrival)
+        Self.advertise(&tracker, sequence: 4, status: 503, retryAfter: "2", wait: 2000, at: 10_000, delivered: 10_000)
+        let observation = tracker.arrived(key: Self.bucket, sequence: 9, nowNanos: Self.ms(arrival))
         #expect(observation?.earlyByMilliseconds == 0)
         #expect(observation?.actualWaitMilliseconds == actualWait)
         #expect(observation?.honoured == true)
         #expect(tracker.observations.map(\.retrySequence) == [9])
     }
 
+    @Test("delay-seconds count from when the answer went out: a delayed 503's wait starts at its end")
+    func delayedAnswer() {
+        var tracker = RetryAfterTracker()
+        // Decided at 0, written after a 2 s delay: a retry at 2.5 s is 500 ms early, not 1.5 s late.
+        Self.advertise(&tracker, sequence: 1, status: 503, at: 0, delivered: 2000)
+        let observation = tracker.arrived(key: Self.bucket, sequence: 2, nowNanos: Self.ms(2500))
+        #expect(observation?.earlyByMilliseconds == 500 && observation?.actualWaitMilliseconds == 500)
+    }
+
+    @Test("an HTTP-date names a moment: counted from the decision, whenever the answer went out")
+    func dateForm() {
+        var tracker = RetryAfterTracker()
+        Self.advertise(&tracker, sequence: 1, status: 503, retryAfter: "Sun, 06 Nov 1994 08:49:39 GMT", wait: 2000, at: 0,
+                       delivered: 500)
+        #expect(tracker.arrived(key: Self.bucket, sequence: 2, nowNanos: Self.ms(1900))?.earlyByMilliseconds == 100)
+    }
+
+    @Test("a fraction of a millisecond early is early, never rounded to honoured")
+    func subMillisecond() {
+        var tracker = RetryAfterTracker()
+        Self.advertise(&tracker, sequence: 1, at: 0, delivered: 0)
+        let observation = tracker.arrived(key: Self.bucket, sequence: 2, nowNanos: Self.ms(1000) - 300)
+        #expect(observation?.honoured == false && observation?.earlyByMilliseconds == 1)
+    }
+
     @Test("only the next request with the same key is judged, and only once")
     func judgedOnce() {
         var tracker = RetryAfterTracker()
-        #expect(tracker.arrived(key: .rateLimit(id: "k", bucket: ""), sequence: 1, nowMilliseconds: 0) == nil)
-        tracker.advertised(key: .rateLimit(id: "k", bucket: ""), sequence: 2, status: 429, retryAfter: "1", waitMilliseconds: 1000,
-                           nowMilliseconds: 0)
+        #expect(tracker.arrived(key: Self.bucket, sequence: 1, nowNanos: 0) == nil)
+        Self.advertise(&tracker, sequence: 2, at: 0, delivered: 0)
         // The limited request itself is not its own retry.
-        #expect(tracker.arrived(key: .rateLimit(id: "k", bucket: ""), sequence: 2, nowMilliseconds: 0) == nil)
-        #expect(tracker.arrived(key: .rateLimit(id: "other", bucket: ""), sequence: 3, nowMilliseconds: 100) == nil)
+        #expect(tracker.arrived(key: Self.bucket, sequence: 2, nowNanos: 0) == nil)
+        #expect(tracker.arrived(key: .rateLimit(id: "other", bucket: ""), sequence: 3, nowNanos: Self.ms(100)) == nil)
         #expect(tracker.pending.map(\.sequence) == [2])
-        #expect(tracker.arrived(key: .rateLimit(id: "k", bucket: ""), sequence: 4, nowMilliseconds: 200)?.earlyByMilliseconds == 800)
-        #expect(tracker.arrived(key: .rateLimit(id: "k", bucket: ""), sequence: 5, nowMilliseconds: 300) == nil)
+        #expect(tracker.arrived(key: Self.bucket, sequence: 4, nowNanos: Self.ms(200))?.earlyByMilliseconds == 800)
+        #expect(tracker.arrived(key: Self.bucket, sequence: 5, nowNanos: Self.ms(300)) == nil)
         #expect(tracker.observations.count == 1)
     }
 
-    @Test("advertisements pending for one key are answered oldest first")
+    @Test("a request that arrived while the answer was still going out follows nothing, and uses nothing up")
+    func concurrentRequestsAreNotRetries() {
+        var tracker = RetryAfterTracker()
+        // Three requests at once (HTTP/2 streams 3, 5, 7; or three pooled connections): each is limited as it is
+        // decided, before any answer is out.
+        Self.advertise(&tracker, sequence: 1, at: 1000)
+        #expect(tracker.arrived(key: Self.bucket, sequence: 2, nowNanos: Self.ms(1000)) == nil)
+        Self.advertise(&tracker, sequence: 2, at: 1000)
+        #expect(tracker.arrived(key: Self.bucket, sequence: 3, nowNanos: Self.ms(1000)) == nil)
+        Self.advertise(&tracker, sequence: 3, at: 1000)
+        for sequence in 1...3 { tracker.delivered(key: Self.bucket, sequence: sequence, atNanos: Self.ms(1001), seen: true) }
+        // Even a request that arrived a nanosecond before the answers' end is concurrent.
+        #expect(tracker.arrived(key: Self.bucket, sequence: 4, nowNanos: Self.ms(1001) - 1) == nil)
+        // The real retries, 1.06 s later, are each judged against an advertisement of its own.
+        for sequence in 5...7 {
+            #expect(tracker.arrived(key: Self.bucket, sequence: sequence, nowNanos: Self.ms(2061))?.honoured == true)
+        }
+        #expect(tracker.retries == 3 && tracker.early == 0 && tracker.pending.isEmpty)
+    }
+
+    @Test("an early real retry after concurrent requests is still seen")
+    func earlyRetryAfterABurst() {
+        var tracker = RetryAfterTracker()
+        for sequence in 1...3 { Self.advertise(&tracker, sequence: sequence, at: 0) }
+        for sequence in 1...3 { tracker.delivered(key: Self.bucket, sequence: sequence, atNanos: Self.ms(2), seen: true) }
+        #expect(tracker.arrived(key: Self.bucket, sequence: 4, nowNanos: Self.ms(1100))?.honoured == true)
+        let early = tracker.arrived(key: Self.bucket, sequence: 5, nowNanos: Self.ms(3))
+        #expect(early?.honoured == false && early?.advertisedSequence == 2)
+    }
+
+    @Test("a route's advertisement is followed only by the same logical request")
+    func logicalRequests() {
+        var tracker = RetryAfterTracker()
+        let route = RetryAfterKey.route(id: "items", partition: "")
+        Self.advertise(&tracker, key: route, logical: "GET /items/1", sequence: 1, status: 503, at: 0, delivered: 0)
+        #expect(tracker.arrived(key: route, logical: "GET /items/2", sequence: 2, nowNanos: Self.ms(10)) == nil)
+        #expect(tracker.arrived(key: route, logical: "GET /items/1", sequence: 3, nowNanos: Self.ms(20))?.earlyByMilliseconds == 980)
+    }
+
+    @Test("an answer that never went out asks nothing of the client")
+    func undelivered() {
+        var tracker = RetryAfterTracker()
+        Self.advertise(&tracker, sequence: 1, at: 0)
+        tracker.delivered(key: Self.bucket, sequence: 1, atNanos: Self.ms(5), seen: false)
+        #expect(tracker.pending.isEmpty && tracker.deliveredCount == 0)
+        #expect(tracker.arrived(key: Self.bucket, sequence: 2, nowNanos: Self.ms(10)) == nil)
+    }
+
+    @Test("advertisements pending for one key are followed in the order they were delivered")
     func queueing() {
         var tracker = RetryAfterTracker()
-        tracker.advertised(key: .rateLimit(id: "k", bucket: ""), sequence: 1, status: 429, retryAfter: "1", waitMilliseconds: 1000,
-                           nowMilliseconds: 0)
-        tracker.advertised(key: .rateLimit(id: "j", bucket: ""), sequence: 2, status: 429, retryAfter: "1", waitMilliseconds: 1000,
-                           nowMilliseconds: 0)
-        tracker.advertised(key: .rateLimit(id: "k", bucket: ""), sequence: 3, status: 503, retryAfter: "5", waitMilliseconds: 5000,
-                           nowMilliseconds: 2000)
+        Self.advertise(&tracker, sequence: 1, at: 0, delivered: 0)
+        Self.advertise(&tracker, key: .rateLimit(id: "j", bucket: ""), sequence: 2, at: 0, delivered: 0)
+        Self.advertise(&tracker, sequence: 3, status: 503, retryAfter: "5", wait: 5000, at: 2000, delivered: 2000)
         #expect(tracker.pending.map(\.sequence) == [1, 2, 3])
         // The first retry with "k" answers #1 (long passed), the second answers #3 (early by 3 s).
-        let first = tracker.arrived(key: .rateLimit(id: "k", bucket: ""), sequence: 4, nowMilliseconds: 4000)
+        let first = tracker.arrived(key: Self.bucket, sequence: 4, nowNanos: Self.ms(4000))
         #expect(first?.advertisedSequence == 1 && first?.earlyByMilliseconds == 0)
-        let second = tracker.arrived(key: .rateLimit(id: "k", bucket: ""), sequence: 5, nowMilliseconds: 4000)
+        let second = tracker.arrived(key: Self.bucket, sequence: 5, nowNanos: Self.ms(4000))
         #expect(second?.advertisedSequence == 3)
         #expect(second?.earlyByMilliseconds == 3000)
         #expect(second?.actualWaitMilliseconds == 2000)
@@ -372,30 +454,29 @@ struct RetryAfterTrackerTests {
     @Test("stateJSON reports counts, observations and pending advertisements; reset clears them")
     func stateAndReset() {
         var tracker = RetryAfterTracker()
-        tracker.advertised(key: .rateLimit(id: "a", bucket: ""), sequence: 1, status: 429, retryAfter: "1", waitMilliseconds: 1000,
-                           nowMilliseconds: 100)
-        tracker.arrived(key: .rateLimit(id: "a", bucket: ""), sequence: 2, nowMilliseconds: 600)
-        tracker.advertised(key: .route(id: "b", partition: "p"), sequence: 3, status: 503, retryAfter: "2", waitMilliseconds: 2000,
-                           nowMilliseconds: 700)
+        Self.advertise(&tracker, key: .rateLimit(id: "a", bucket: ""), sequence: 1, at: 100, delivered: 100)
+        tracker.arrived(key: .rateLimit(id: "a", bucket: ""), sequence: 2, nowNanos: Self.ms(600))
+        Self.advertise(&tracker, key: .route(id: "b", partition: "p"), sequence: 3, status: 503, retryAfter: "2", wait: 2000,
+                       at: 700)
         let expected = #"{"retries":1,"honoured":0,"early":1,"observations":[{"key":"rate-limit a []","advertisedSequence":1,"#
             + #""retrySequence":2,"advertisedWaitMs":1000,"actualWaitMs":500,"earlyByMs":500,"honoured":false}],"#
             + #""pending":[{"key":"route b [p]","sequence":3,"status":503,"retryAfter":"2","sentAtMs":700,"#
-            + #""earliestRetryMs":2700}]}"#
+            + #""deliveredAtMs":null,"earliestRetryMs":2700}]}"#
         #expect(tracker.stateJSON().serialized() == expected)
         tracker.reset()
         #expect(tracker.observations.isEmpty)
         #expect(tracker.pending.isEmpty)
-        #expect(tracker.arrived(key: .route(id: "b", partition: "p"), sequence: 4, nowMilliseconds: 800) == nil)
+        #expect(tracker.arrived(key: .route(id: "b", partition: "p"), sequence: 4, nowNanos: Self.ms(800)) == nil)
     }
 
     @Test("only the newest observations are kept, so memory stays bounded; the counts stay exact")
     func boundedObservations() {
         var tracker = RetryAfterTracker(observationCapacity: 3)
-        // One connection, each request the retry of the one before: 9 advertisements, 8 early retries.
+        // Each request the retry of the one before, 1 ms after its answer: 9 advertisements, 8 early retries.
         for sequence in 1...9 {
-            tracker.arrived(key: .rateLimit(id: "k", bucket: ""), sequence: sequence, nowMilliseconds: UInt64(sequence), connection: 1)
-            tracker.advertised(key: .rateLimit(id: "k", bucket: ""), sequence: sequence, status: 503, retryAfter: "1", waitMilliseconds: 1000,
-                               nowMilliseconds: UInt64(sequence), connection: 1)
+            let at = UInt64(sequence) * 2
+            tracker.arrived(key: Self.bucket, sequence: sequence, nowNanos: Self.ms(at))
+            Self.advertise(&tracker, sequence: sequence, status: 503, at: at, delivered: at + 1)
         }
         #expect(tracker.retries == 8 && tracker.early == 8)
         #expect(tracker.observations.map(\.retrySequence) == [7, 8, 9])
@@ -410,13 +491,12 @@ struct RetryAfterTrackerTests {
     func boundedPending() {
         var tracker = RetryAfterTracker(observationCapacity: 3)
         for sequence in 1...7 {
-            tracker.advertised(key: .rateLimit(id: "k\(sequence)", bucket: ""), sequence: sequence, status: 429, retryAfter: "1",
-                               waitMilliseconds: 1000, nowMilliseconds: 0)
+            Self.advertise(&tracker, key: .rateLimit(id: "k\(sequence)", bucket: ""), sequence: sequence, at: 0, delivered: 0)
         }
         // 6 pending reached twice the capacity: the newest 3 were kept, then one more came.
         #expect(tracker.pending.map(\.sequence) == [4, 5, 6, 7])
-        #expect(tracker.arrived(key: .rateLimit(id: "k2", bucket: ""), sequence: 8, nowMilliseconds: 2000) == nil, "k2 was dropped")
-        #expect(tracker.arrived(key: .rateLimit(id: "k5", bucket: ""), sequence: 9, nowMilliseconds: 2000)?.honoured == true)
+        #expect(tracker.arrived(key: .rateLimit(id: "k2", bucket: ""), sequence: 8, nowNanos: Self.ms(2000)) == nil, "k2 was dropped")
+        #expect(tracker.arrived(key: .rateLimit(id: "k5", bucket: ""), sequence: 9, nowNanos: Self.ms(2000))?.honoured == true)
         #expect(tracker.pending.map(\.sequence) == [4, 6, 7])
     }
 

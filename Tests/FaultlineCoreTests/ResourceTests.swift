@@ -347,11 +347,13 @@ import Testing
     // MARK: - Verdicts
 
     static func entry(_ sequence: Int, _ method: String, status: Int, outcome: ExchangeOutcome = .completed,
-                      _ configure: (inout ResourceRecord) -> Void) -> JournalEntry {
+                      headers: [(String, String)] = [], _ configure: (inout ResourceRecord) -> Void) -> JournalEntry {
+        var fields = HTTPHeaders()
+        for (name, value) in headers { fields.append(name: name, value: value) }
         var entry = JournalEntry(
             sequence: sequence, receivedAtWall: 0, receivedAtMonotonicNanos: UInt64(sequence) * 1_000_000, connectionID: 1,
             indexOnConnection: 0, clientAddress: "c",
-            head: HTTPRequestHead(method: method, target: "/f", version: .http1_1, headers: HTTPHeaders()))
+            head: HTTPRequestHead(method: method, target: "/f", version: .http1_1, headers: fields))
         var record = ResourceRecord(id: "f", instance: "/f", version: 1, size: 100, decision: .full)
         record.etag = #""t""#
         configure(&record)
@@ -380,8 +382,19 @@ import Testing
         var expect = Expectations()
         expect.resumesDownloads = true
         let cut = Self.entry(1, "GET", status: 200, outcome: .closedByFault) { $0.cutAt = 50 }
-        let resumed = Self.entry(2, "GET", status: 206) { $0.range = "bytes=50-"; $0.carried = ["If-Range", "Range"] }
+        let resumed = Self.entry(2, "GET", status: 206, headers: [("If-Range", #""t""#)]) {
+            $0.range = "bytes=50-"; $0.carried = ["If-Range", "Range"]
+        }
         #expect(Verdicts.evaluate(expect, VerdictInput(entries: [cut, resumed])).first?.outcome == .pass)
+        // If-Range with a weak tag, or one the server never sent: the server rightly sends it all again (200).
+        for tag in [#"W/"t""#, #""other""#] {
+            let blind = Self.entry(2, "GET", status: 200, headers: [("If-Range", tag)]) {
+                $0.range = "bytes=50-"; $0.carried = ["If-Range", "Range"]
+            }
+            let verdict = Verdicts.evaluate(expect, VerdictInput(entries: [cut, blind])).first
+            #expect(verdict?.outcome == .fail && verdict?.explanation.contains(#"but the ETag "t" the cut response carried was expected"#) == true,
+                    "\(verdict?.explanation ?? "")")
+        }
         let noIfRange = Self.entry(2, "GET", status: 206) { $0.range = "bytes=40-"; $0.carried = ["Range"] }
         let failed = Verdicts.evaluate(expect, VerdictInput(entries: [cut, noIfRange])).first
         #expect(failed?.outcome == .fail && failed?.explanation.contains("without If-Range") == true)

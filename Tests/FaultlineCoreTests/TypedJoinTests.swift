@@ -23,6 +23,9 @@ import Testing
                 receivedAtWall: 0, receivedAtMonotonicNanos: request.ms * 1_000_000, connectionID: 1,
                 indexOnConnection: 0, clientAddress: "t", head: http.head, body: http.body, bodySize: http.body.count)
             entry.record(decision)
+            // Answered at once, as the server would journal it: the exchange ends when it arrives.
+            entry.outcome = .completed
+            entry.finishedAtMonotonicNanos = entry.receivedAtMonotonicNanos
             journal.record(entry)
             if let completion = decision.completion { engine.finish(completion, now: now) }
         }

@@ -99,9 +99,13 @@ import Darwin
         let scenario = #"{"name": "v", "expect": {"honorsRetryAfter": true, "noRetryOn4xx": true}, "routes": [ { "id": "s", "match": { "path": "/s" }, "responses": [ { "status": 503, "headers": { "Retry-After": "1" } }, { "status": 200 } ] } ] }"#
         let careful = try TestSupport.server([scenario])
         defer { Task { await careful.stop() } }
-        let passed = try TestSupport.run(Self.binary, ["verify", "--url", careful.baseURL.absoluteString])
-        #expect(passed.status == 0, "\(passed.stdout)\(passed.stderr)")
-        #expect(passed.stdout.contains("PASS  v/honorsRetryAfter") && passed.stdout.hasSuffix("2 of 2 verdicts passed\n"))
+        // No request came: no rule met its situation. That is no pass — but it fails only with --strict.
+        let idle = try TestSupport.run(Self.binary, ["verify", "--url", careful.baseURL.absoluteString])
+        #expect(idle.status == 0, "\(idle.stdout)\(idle.stderr)")
+        #expect(idle.stdout.contains("INCONCLUSIVE  v/honorsRetryAfter: no response carried Retry-After")
+                && idle.stdout.hasSuffix("2 of 2 verdicts passed (2 inconclusive)\n"), "\(idle.stdout)")
+        let strict = try TestSupport.run(Self.binary, ["verify", "--strict", "--url", careful.baseURL.absoluteString])
+        #expect(strict.status == 1 && strict.stdout.hasSuffix("(2 inconclusive; --strict fails them)\n"), "\(strict.stdout)")
 
         let naive = try TestSupport.server([scenario])
         defer { Task { await naive.stop() } }

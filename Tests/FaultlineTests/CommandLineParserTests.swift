@@ -18,8 +18,12 @@ import Testing
     }
 
     @Test func equalsAndSpaceFormsAreTheSameEverywhere() throws {
-        #expect(try Self.parse("verify --url=http://h:1") == .verify(url: "http://h:1"))
-        #expect(try Self.parse("verify -u http://h:1") == .verify(url: "http://h:1"))
+        let verify = CommandLineRequest.verify(VerifyOptions(server: ServerLocation(url: "http://h:1")))
+        #expect(try Self.parse("verify --url=http://h:1") == verify)
+        #expect(try Self.parse("verify -u http://h:1") == verify)
+        #expect(try Self.parse("verify --strict --scenario=orders --port-file p") == .verify(VerifyOptions(
+            server: ServerLocation(portFile: "p"), strict: true, scenario: "orders")))
+        #expect(try Self.parse("export --port-file=p") == .export(ExportOptions(server: ServerLocation(portFile: "p"))))
         #expect(try Self.parse("export --format=ndjson --url http://h:1 --output=o.ndjson")
             == .export(ExportOptions(url: "http://h:1", format: .ndjson, output: "o.ndjson")))
         #expect(try Self.parse("serve --max-journal=5 dir") == Self.parse("serve dir --max-journal 5"))
@@ -37,7 +41,9 @@ import Testing
         #expect(Self.error("serve --port") == "serve: --port needs a value")
         #expect(Self.error("serve --quiet=yes") == "serve: --quiet takes no value")
         #expect(Self.error("serve --bogus") == "serve: unknown option --bogus")
-        #expect(Self.error("verify") == "verify: give --url URL, http://HOST:PORT of a running faultline (verify, export)")
+        // Without --url, verify looks for --port-file or FAULTLINE_URL when it runs (RemoteCommandsTests).
+        #expect((try? Self.parse("verify")) == .verify(VerifyOptions(server: ServerLocation())))
+        #expect(Self.error("verify --strict=yes") == "verify: --strict takes no value")
         #expect(Self.error("verify http://h:1") == "verify: unexpected argument http://h:1")
         #expect(Self.error("export --url h --format xml") == "export: --format must be har or ndjson, got \"xml\"")
         #expect(Self.error("validate") == "validate: give at least one file or folder")

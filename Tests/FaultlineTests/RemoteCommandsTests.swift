@@ -30,18 +30,47 @@ import FoundationNetworking
         let failing = await RemoteCommands.verify(url: server.baseURL.absoluteString + "/")
         #expect(failing.exitCode == 1)
         #expect(failing.stdout.contains("FAIL  v/honorsRetryAfter: "))
-        #expect(failing.stdout.contains("PASS  v/noRetryOn4xx: "))
-        #expect(failing.stdout.hasSuffix("1 of 2 verdicts passed\n"))
+        // No 4xx was answered: the rule never met its situation.
+        #expect(failing.stdout.contains("INCONCLUSIVE  v/noRetryOn4xx: no request was answered with a 4xx"))
+        #expect(failing.stdout.hasSuffix("1 of 2 verdicts passed (1 inconclusive)\n"))
         await server.resetScenarios()
         await server.clearJournal()
         let passing = await RemoteCommands.verify(url: server.baseURL.absoluteString)
-        #expect(passing.exitCode == 0 && passing.stdout.hasSuffix("2 of 2 verdicts passed\n"), "\(passing)")
+        #expect(passing.exitCode == 0 && passing.stdout.hasSuffix("2 of 2 verdicts passed (2 inconclusive)\n"), "\(passing)")
+        #expect(passing.stdout.contains("INCONCLUSIVE  v/honorsRetryAfter: no response carried Retry-After"))
+        // --strict: a rule that never ran fails the run.
+        let strict = await RemoteCommands.verify(url: server.baseURL.absoluteString, strict: true)
+        #expect(strict.exitCode == 1 && strict.stdout.hasSuffix("2 of 2 verdicts passed (2 inconclusive; --strict fails them)\n"))
         await server.stop()
         let started = Date()
         let gone = await RemoteCommands.verify(url: server.baseURL.absoluteString)
         #expect(gone.exitCode == 2 && gone.stderr.contains("verify: cannot reach"), "\(gone)")
         #expect(Date().timeIntervalSince(started) < 5, "\(Date().timeIntervalSince(started)) s")
         #expect(await RemoteCommands.verify(url: "ftp://x").exitCode == 64)
+    }
+
+    @Test func verifyFindsTheServerByPortFileOrEnvironmentAndJudgesOneScenario() async throws {
+        let server = try Self.server()
+        defer { Task { await server.stop() } }
+        try await Self.get(server, "r")
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("port-\(UUID())").path
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        try Data("\(server.port)\n".utf8).write(to: URL(fileURLWithPath: file))
+        let byFile = await RemoteCommands.verify(VerifyOptions(server: ServerLocation(portFile: file)), environment: [:])
+        #expect(byFile.exitCode == 0 && byFile.stdout.contains("v/honorsRetryAfter"), "\(byFile)")
+        let byEnvironment = await RemoteCommands.verify(
+            VerifyOptions(server: ServerLocation(), scenario: "v"), environment: ["FAULTLINE_URL": server.baseURL.absoluteString])
+        #expect(byEnvironment.stdout == byFile.stdout, "\(byEnvironment)")
+        let nowhere = await RemoteCommands.verify(VerifyOptions(server: ServerLocation()), environment: [:])
+        #expect(nowhere.exitCode == 64 && nowhere.stderr.contains("give --url http://HOST:PORT, --port-file F"), "\(nowhere)")
+        let missing = await RemoteCommands.verify(VerifyOptions(server: ServerLocation(portFile: file + ".none")), environment: [:])
+        #expect(missing.exitCode == 2 && missing.stderr.contains("cannot read the port file"), "\(missing)")
+        let typo = await RemoteCommands.verify(url: server.baseURL.absoluteString, scenario: "w")
+        #expect(typo.exitCode == 64 && typo.stderr == "faultline: verify: scenario: no loaded scenario is named \"w\"; did you mean \"v\"?\n",
+                "\(typo)")
+        let export = await RemoteCommands.export(
+            ExportOptions(server: ServerLocation(), format: .ndjson), environment: ["FAULTLINE_URL": server.baseURL.absoluteString])
+        #expect(export.exitCode == 0 && export.stdout.hasPrefix("{\"sequence\":1,"), "\(export)")
     }
 
     @Test func exportWritesHARAndNDJSON() async throws {

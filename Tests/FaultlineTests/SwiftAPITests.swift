@@ -12,9 +12,11 @@ import FoundationNetworking
     static let scenario = #"""
         {"name": "api", "expect": {"honorsRetryAfter": true},
          "routes": [{"id": "item", "match": {"path": "/items/{id}"},
-                     "responses": [{"status": 503, "headers": {"Retry-After": "30"}}, {"json": {"id": "{{path.id}}"}}]}]}
+                     "responses": [{"status": 503, "headers": {"Retry-After": "3600"}}, {"json": {"id": "{{path.id}}"}}]}]}
         """#
 
+    /// Retry-After is an hour, so the immediate retry is early however long a loaded machine stalls this test's
+    /// tasks (a full parallel run on two cores once delayed the second request past 30 s).
     @Test(arguments: 1...4)
     func parallelServersDoNotInterfere(index: Int) async throws {
         let server = try TestSupport.server([Self.scenario])

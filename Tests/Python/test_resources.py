@@ -846,6 +846,42 @@ def test_resumes_downloads_judges_where_the_resume_starts(verdict_server):
     assert "never asked for again" in result["explanation"]
 
 
+def test_resumes_downloads_needs_the_cut_responses_own_validator_in_if_range(verdict_server):
+    """A weak tag, a tag the server never sent, or a date other than Last-Modified make the server answer 200 with
+    the whole body (RFC 9110 §13.1.5): the client restarted, and the verdict says which validator it should have
+    sent. The exact Last-Modified date resumes as well as the strong ETag."""
+    def resume(if_range):
+        server = verdict_server()
+        cut, received, was_cut = download_until_cut(f"{server.url}/cut/blob")
+        assert was_cut and len(received) == 1000
+        condition = if_range(cut.headers)
+        again = requests.get(f"{server.url}/cut/blob", headers={"Range": "bytes=1000-", "If-Range": condition},
+                             timeout=TIMEOUT_S)
+        first, second = server.wait_for(2, path="/cut/blob")
+        return cut.headers, again.status_code, verdict(server, "resumesDownloads"), first["sequence"], second["sequence"]
+
+    headers, status, result, first, second = resume(lambda sent: "W/" + sent["ETag"])
+    assert status == 200 and (result["outcome"], result["evidence"]) == ("fail", [first, second]), result
+    assert result["explanation"] == (
+        f"#{second} resumed at 1000 with If-Range: W/{headers['ETag']}, but the ETag {headers['ETag']} the cut response "
+        f"carried (or its Last-Modified, {headers['Last-Modified']}) was expected: a weak entity tag is never a match in If-Range (RFC 9110 §13.1.5), so the server sends "
+        "the whole body again")
+
+    _, status, result, _, _ = resume(lambda sent: '"never-sent"')
+    assert status == 200 and result["outcome"] == "fail"
+    assert "the server never sent that tag for this response" in result["explanation"], result
+
+    _, status, result, _, _ = resume(lambda sent: "Mon, 01 Jan 2001 00:00:00 GMT")
+    assert status == 200 and result["outcome"] == "fail"
+    assert "that date is not the Last-Modified the server sent" in result["explanation"], result
+
+    _, status, result, _, _ = resume(lambda sent: sent["Last-Modified"])
+    assert status == 206 and result["outcome"] == "pass", result
+    _, status, result, _, _ = resume(lambda sent: sent["ETag"])
+    assert status == 206 and result["outcome"] == "pass", result
+    assert result["explanation"] == "1 cut download(s), each resumed with Range and the cut response's validator in If-Range"
+
+
 # -- 4. ranges in detail ------------------------------------------------------------------------------
 
 

@@ -1,22 +1,36 @@
 /// A moment as the engine sees it: monotonic milliseconds for durations and expiry, wall seconds for
 /// HTTP-dates. Injected, so tests run on a fake clock.
 package struct EngineInstant: Sendable, Equatable {
-    package var monotonicMilliseconds: UInt64
+    /// The monotonic clock in nanoseconds: the journal's own times, so "did this request arrive after that answer
+    /// went out" is decided exactly, not to the millisecond (a burst on fresh connections shares milliseconds).
+    package var monotonicNanos: UInt64
     package var wallSeconds: Double
 
+    /// The monotonic clock in whole milliseconds, what the policies (tokens, buckets, keys) count in.
+    package var monotonicMilliseconds: UInt64 { monotonicNanos / 1_000_000 }
+
     package init(monotonicMilliseconds: UInt64 = 0, wallSeconds: Double = 0) {
-        self.monotonicMilliseconds = monotonicMilliseconds
+        let nanos = monotonicMilliseconds.multipliedReportingOverflow(by: 1_000_000)
+        self.monotonicNanos = nanos.overflow ? UInt64.max : nanos.partialValue
+        self.wallSeconds = wallSeconds
+    }
+
+    package init(monotonicNanos: UInt64, wallSeconds: Double) {
+        self.monotonicNanos = monotonicNanos
         self.wallSeconds = wallSeconds
     }
 }
 
 /// What the engine needs to hear when an exchange ends (whatever its outcome): a token call is no longer
-/// in flight; an idempotent first attempt's response is stored for replay.
+/// in flight; an idempotent first attempt's response is stored for replay; a `Retry-After` has been delivered, so
+/// requests from then on can follow it (`RetryAfterTracker.delivered`).
 package struct ExchangeCompletion: Sendable {
     /// The engine's `generation` when the exchange was decided.
     package var generation: Int
     package var refresh = false
     package var idempotency: (scope: String, key: String, response: StoredResponse)?
+    /// The advertisement this exchange's answer carries: its tracker key and journal sequence.
+    package var retryAfter: (key: RetryAfterKey, sequence: Int)?
 }
 
 /// The client-policy state of the loaded scenarios (ARCHITECTURE §6): tokens, rate-limit buckets, Retry-After
@@ -67,11 +81,16 @@ extension Engine {
         return true
     }
 
-    /// An exchange has ended; see `ExchangeCompletion`.
-    package func finish(_ completion: ExchangeCompletion, now: EngineInstant, processed: Bool = true) {
+    /// An exchange has ended at `now`; see `ExchangeCompletion`. `delivered`: some of its answer was written (a
+    /// `Retry-After` that never went out asked nothing of the client).
+    package func finish(_ completion: ExchangeCompletion, now: EngineInstant, processed: Bool = true, delivered: Bool = true) {
         // Decided by scripts that have since been reloaded or reset: the state it would update is gone.
         guard completion.generation == generation else { return }
         if completion.refresh { policy.authority?.refreshFinished() }
+        if let advertisement = completion.retryAfter {
+            policy.retryAfter.delivered(
+                key: advertisement.key, sequence: advertisement.sequence, atNanos: now.monotonicNanos, seen: delivered)
+        }
         // A stream the server declared not processed (HTTP/2 REFUSED_STREAM, above a GOAWAY's last stream id)
         // stores nothing: the client may send it again and must find the key free.
         if let stored = completion.idempotency, !processed {
@@ -140,9 +159,8 @@ extension Engine {
             case .header(let name): bucket = request.headers[name] ?? ""
             }
             let trackerKey = RetryAfterKey.rateLimit(id: scoped.rule.id, bucket: bucket)
-            if let seen = policy.retryAfter.arrived(
-                key: trackerKey, sequence: requestID, nowMilliseconds: now.monotonicMilliseconds, connection: currentConnection,
-            connectionOpenedAtMilliseconds: currentConnectionOpenedAt) {
+            if policy.retryAfter.hasPending,
+               let seen = policy.retryAfter.arrived(key: trackerKey, sequence: requestID, nowNanos: arrivalNanos) {
                 notes.append(.remark(Self.describe(seen)))
             }
             switch policy.limiter.check(
@@ -153,7 +171,7 @@ extension Engine {
                 let retryAfter = headers.first { $0.name.caseInsensitiveEquals("retry-after") }?.value ?? ""
                 policy.retryAfter.advertised(
                     key: trackerKey, sequence: requestID, status: status, retryAfter: retryAfter, waitMilliseconds: wait,
-                    nowMilliseconds: now.monotonicMilliseconds, connection: currentConnection)
+                    nowNanos: now.monotonicNanos)
                 notes.append(.remark("rate limit \(scoped.rule.id): \(status), Retry-After \(retryAfter)"))
                 var response = HTTPResponse.json(status, .object([
                     ("error", .string(status == 429 ? "rate limited" : "service unavailable")),
@@ -166,6 +184,7 @@ extension Engine {
                     scenario: nil, route: .rateLimit(scoped.rule.id), step: nil, unmatched: nil,
                     script: ResponseScript.simple(for: request, response: response))
                 decision.answeredBy = .rateLimit(scoped.rule.id)
+                decision.completion = ExchangeCompletion(generation: generation, retryAfter: (trackerKey, requestID))
                 decision.notes = notes
                 return decision
             }

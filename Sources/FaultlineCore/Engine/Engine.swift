@@ -125,10 +125,8 @@ package final class Engine {
     @exclusivity(unchecked) var tokenRandom = SeededRandom(seed: 0)
     @exclusivity(unchecked) private var nextResourceID = 1
     @exclusivity(unchecked) var policy = PolicyState(scenarios: [], now: EngineInstant())
-    /// The connection of the request being decided, for Retry-After judgements.
-    @exclusivity(unchecked) var currentConnection = 0
-    /// When that connection was opened (monotonic ms).
-    @exclusivity(unchecked) var currentConnectionOpenedAt: UInt64 = 0
+    /// When the request being decided arrived (monotonic ns): what `Retries.follows` compares with an answer's end.
+    @exclusivity(unchecked) var arrivalNanos: UInt64 = 0
     @exclusivity(unchecked) private var loadedAt = EngineInstant()
     /// Handshakes decided so far, per scenario index with a `tls` section (`decideHandshake`).
     @exclusivity(unchecked) var handshakesServed: [Int: Int] = [:]
@@ -225,13 +223,12 @@ package final class Engine {
 
     /// Chooses the response for `request`, moving the matched route's cursor. `requestID` is the journal
     /// sequence number, for `{{request.id}}`; `connectionRequestIndex` counts earlier requests on the same
-    /// connection, for the connection policy.
+    /// connection, for the connection policy; `arrivedAtNanos` is when the request arrived, if before `now`.
     package func decide(
         _ request: HTTPRequest, requestID: Int, connectionRequestIndex: Int = 0, client: String = "",
-        now: EngineInstant = EngineInstant(), connection: Int = 0, connectionOpenedAt: UInt64 = 0
+        now: EngineInstant = EngineInstant(), arrivedAtNanos: UInt64? = nil
     ) -> Decision {
-        currentConnection = connection
-        currentConnectionOpenedAt = connectionOpenedAt
+        arrivalNanos = arrivedAtNanos ?? now.monotonicNanos
         let input = MatchInput(request: request)
         var extraHeaders: [(name: String, value: String)] = []
         var notes: [JournalNote] = []
@@ -358,9 +355,10 @@ package final class Engine {
         let partitionValue = sequenceBy == nil ? "" : partition(sequenceBy, input, parameters)
         // Scripted Retry-After (a 503 step, say) is judged per route and script partition.
         let retryKey = { RetryAfterKey.route(id: loaded.id, partition: partitionValue) }
+        // A route's Retry-After is followed only by the same logical request (`Retries`).
+        let logical = { Retries.label(input.request.head, loaded.scenario.expect?.logicalKey ?? .methodPathAndIdempotencyKey) }
         if policy.retryAfter.hasPending, let seen = policy.retryAfter.arrived(
-            key: retryKey(), sequence: requestID, nowMilliseconds: now.monotonicMilliseconds, connection: currentConnection,
-            connectionOpenedAtMilliseconds: currentConnectionOpenedAt) {
+            key: retryKey(), logical: logical(), sequence: requestID, nowNanos: arrivalNanos) {
             notes.append(.remark(Self.describe(seen)))
         }
         var idempotencyKey: String?
@@ -494,8 +492,9 @@ package final class Engine {
         if let retryAfter = prepared.retryAfter,
            let wait = RetryAfterTracker.waitMilliseconds(retryAfter: retryAfter, wallSeconds: now.wallSeconds) {
             policy.retryAfter.advertised(
-                key: retryKey(), sequence: requestID, status: prepared.step.status, retryAfter: retryAfter,
-                waitMilliseconds: wait, nowMilliseconds: now.monotonicMilliseconds, connection: currentConnection)
+                key: retryKey(), logical: logical(), sequence: requestID, status: prepared.step.status, retryAfter: retryAfter,
+                waitMilliseconds: wait, nowNanos: now.monotonicNanos)
+            decision.completion = ExchangeCompletion(generation: generation, retryAfter: (retryKey(), requestID))
         }
         guard loaded.idempotency != nil else { return decision }
         // Only a step that answers normally, or a commit-then-* fault, has done the work; any other fault
@@ -525,8 +524,9 @@ package final class Engine {
                 policy.idempotency[loaded.id]?.complete(
                     scope: loaded.id, key: idempotencyKey, response: stored, nowMilliseconds: now.monotonicMilliseconds)
             } else {
-                decision.completion = ExchangeCompletion(
-                    generation: generation, idempotency: (loaded.id, idempotencyKey, stored))
+                var completion = decision.completion ?? ExchangeCompletion(generation: generation)
+                completion.idempotency = (loaded.id, idempotencyKey, stored)
+                decision.completion = completion
             }
             decision.script.response = nil
         }

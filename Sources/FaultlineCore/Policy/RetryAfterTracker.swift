@@ -18,35 +18,42 @@ package enum RetryAfterKey: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// Judges whether clients wait as long as `Retry-After` asked (RFC 9110 §10.2.3; ARCHITECTURE §6 and the
-/// `honorsRetryAfter` verdict of §6). Each 429 or 503 that carried `Retry-After` leaves one pending
-/// advertisement per key; the next request with that key is compared with it and the advertisement is cleared.
+/// `honorsRetryAfter` verdict of §8). Each 429 or 503 that carried `Retry-After` leaves one pending advertisement per
+/// key. It can be followed only once it was *delivered* — its exchange finished with bytes sent (`delivered`) — and
+/// only by a request that arrived after that moment (`Retries.follows`, the one definition of a retry): a request
+/// that arrived while the answer was still going out (a concurrent HTTP/2 stream, a parallel connection) could not
+/// have read it, and is not judged, nor does it use the advertisement up. A route's advertisement is followed only
+/// by the same logical request (`Retries.label`); a rate-limit bucket's by any request the bucket counts, since the
+/// limit applies to all of them. The delay-seconds form is counted from the delivery (the client cannot have read it
+/// sooner); the HTTP-date form names a moment.
 package struct RetryAfterTracker: Sendable {
     /// A response with `Retry-After` that has not yet been followed by a request with the same key.
     package struct Advertisement: Sendable, Equatable {
         /// The route partition or rate-limit bucket the advertisement applies to.
         package var key: RetryAfterKey
+        /// The logical request the advertisement answered (`Retries.label`); nil for a rate-limit bucket, which every
+        /// request it counts follows.
+        package var logical: String?
         /// The journal sequence number of the request that got the 429/503.
         package var sequence: Int
-        package var sentAtMilliseconds: UInt64
-        /// `sentAtMilliseconds` plus the advertised wait: the first moment a retry honours the advertisement.
-        package var earliestRetryMilliseconds: UInt64
+        /// When the response was decided (monotonic ns).
+        package var sentAtNanos: UInt64
+        /// When its exchange finished with bytes sent: nil while the answer is still going out.
+        package var deliveredAtNanos: UInt64?
+        /// The wait the field value asked for, in ms (for an HTTP-date, from `sentAtNanos`).
+        package var waitMilliseconds: Int
+        /// The field value was an HTTP-date: a moment, not a delay counted from the delivery.
+        package var absolute: Bool
         package var status: Int
         /// The `Retry-After` field value as sent.
         package var retryAfter: String
-        /// The connection the advertisement went out on (0 when unknown).
-        package var connection: Int = 0
 
-        /// An advertisement as `RetryAfterTracker.advertised` records it.
-        package init(
-            key: RetryAfterKey, sequence: Int, sentAtMilliseconds: UInt64, earliestRetryMilliseconds: UInt64, status: Int,
-            retryAfter: String
-        ) {
-            self.key = key
-            self.sequence = sequence
-            self.sentAtMilliseconds = sentAtMilliseconds
-            self.earliestRetryMilliseconds = earliestRetryMilliseconds
-            self.status = status
-            self.retryAfter = retryAfter
+        /// The first moment a follow-up honours the advertisement (monotonic ns): the delivery plus the delay, or
+        /// the date's moment; before delivery, the decision time plus the delay.
+        package var earliestRetryNanos: UInt64 {
+            let from = absolute ? sentAtNanos : deliveredAtNanos ?? sentAtNanos
+            let sum = from.addingReportingOverflow(UInt64(max(0, waitMilliseconds)).multipliedReportingOverflow(by: 1_000_000).partialValue)
+            return sum.overflow ? UInt64.max : sum.partialValue
         }
     }
 
@@ -56,10 +63,11 @@ package struct RetryAfterTracker: Sendable {
         package var key: RetryAfterKey
         /// The journal sequence of the 429/503.
         package var advertisedSequence: Int
-        /// The next request with the same key.
+        /// The request that followed it.
         package var retrySequence: Int
+        /// From the advertisement's delivery to the earliest honoured moment.
         package var advertisedWaitMilliseconds: Int
-        /// Retry arrival − advertisement send time.
+        /// Retry arrival − the advertisement's delivery.
         package var actualWaitMilliseconds: Int
         /// > 0 when the retry came before the advertised time, else 0.
         package var earlyByMilliseconds: Int
@@ -93,6 +101,9 @@ package struct RetryAfterTracker: Sendable {
     package private(set) var retries = 0
     /// Of `retries`, those that came before the advertised time.
     package private(set) var early = 0
+    /// Every advertisement delivered since the start (or the last reset): with no retry judged, the verdict says
+    /// which it waited for.
+    package private(set) var deliveredCount = 0
     /// Per key, the advertisements not yet answered by a retry, oldest first. Bounded like `observations`: when
     /// twice `observationCapacity` are pending (a client that never retries, or a fresh `sequenceBy` value per
     /// request), only the newest `observationCapacity` are kept.
@@ -112,21 +123,17 @@ package struct RetryAfterTracker: Sendable {
         pendingByKey.values.flatMap { $0 }.sorted { $0.sequence < $1.sequence }
     }
 
-    /// A response with `Retry-After` went out (or is about to) for `key` at `nowMilliseconds`, asking the client to
-    /// wait `waitMilliseconds` (what the field value means; see `waitMilliseconds(retryAfter:wallSeconds:)`).
-    /// Several may be pending for one key (concurrent requests limited together); each later request with the
-    /// key is taken as the retry of the oldest one still pending, so a burst of limited requests is judged
-    /// request by request.
+    /// A response with `Retry-After` was decided for `key` at `nowNanos`, asking the client to wait `waitMilliseconds`
+    /// (what the field value means; see `waitMilliseconds(retryAfter:wallSeconds:)`). It waits for `delivered`.
+    /// Several may be pending for one key (concurrent requests limited together); each is followed once.
     package mutating func advertised(
-        key: RetryAfterKey, sequence: Int, status: Int, retryAfter: String, waitMilliseconds: Int, nowMilliseconds: UInt64,
-        connection: Int = 0
+        key: RetryAfterKey, logical: String? = nil, sequence: Int, status: Int, retryAfter: String, waitMilliseconds: Int,
+        nowNanos: UInt64
     ) {
-        let earliest = nowMilliseconds.addingReportingOverflow(UInt64(max(0, waitMilliseconds)))
         pendingByKey[key, default: []].append(Advertisement(
-            key: key, sequence: sequence, sentAtMilliseconds: nowMilliseconds,
-            earliestRetryMilliseconds: earliest.overflow ? UInt64.max : earliest.partialValue, status: status,
-            retryAfter: retryAfter))
-        pendingByKey[key]![pendingByKey[key]!.count - 1].connection = connection
+            key: key, logical: logical, sequence: sequence, sentAtNanos: nowNanos, deliveredAtNanos: nil,
+            waitMilliseconds: waitMilliseconds, absolute: HTTPDate.parse(retryAfter.trimmingWhitespace()) != nil,
+            status: status, retryAfter: retryAfter))
         pendingCount += 1
         if pendingCount >= 2 * observationCapacity {
             let kept = pendingByKey.values.flatMap { $0 }.sorted { $0.sequence < $1.sequence }.suffix(observationCapacity)
@@ -135,39 +142,46 @@ package struct RetryAfterTracker: Sendable {
         }
     }
 
-    /// A request on another connection that was already open when the advertisement went out, arriving this
-    /// soon after it, was already on its way (the client could not have read the 429 yet): not judged as a retry.
-    package static let concurrencyGraceMilliseconds: UInt64 = 10
+    /// The exchange of the advertisement `sequence` (for `key`) finished at `atNanos`. `seen`: it sent bytes, so the
+    /// client could read the field; an answer that never went out is forgotten, since nothing asked the client to wait.
+    package mutating func delivered(key: RetryAfterKey, sequence: Int, atNanos: UInt64, seen: Bool) {
+        guard let index = pendingByKey[key]?.firstIndex(where: { $0.sequence == sequence }) else { return }
+        if seen {
+            pendingByKey[key]![index].deliveredAtNanos = atNanos
+            deliveredCount += 1
+        } else {
+            pendingByKey[key]!.remove(at: index)
+            pendingCount -= 1
+            if pendingByKey[key]!.isEmpty { pendingByKey[key] = nil }
+        }
+    }
 
-    /// A request with `key` arrived; if an advertisement for that key is pending, the oldest is judged and cleared.
-    /// A request whose sequence is not after the advertisement's (the limited request itself, when the caller
-    /// reports its arrival after advertising) is not a retry and leaves the advertisement pending.
+    /// A request with `key` (and, for a route, the logical request `logical`) arrived at `nowNanos`: the advertisement
+    /// it follows — delivered before it arrived, the earliest delivered first, as `Retries.chains` links attempts — is
+    /// judged and cleared. The limited request itself, and requests that overlapped the answer, follow nothing.
     @discardableResult
-    /// `connection` and `connectionOpenedAtMilliseconds` tell a retry from a request that was already in flight.
-    package mutating func arrived(
-        key: RetryAfterKey, sequence: Int, nowMilliseconds: UInt64, connection: Int = 0,
-        connectionOpenedAtMilliseconds: UInt64 = 0
-    ) -> Observation? {
-        // The oldest advertisement this request can be the follow-up of: one sent on the same connection (a
-        // sequential retry), one sent before this connection was opened, or one it clearly came after.
-        guard let index = pendingByKey[key]?.firstIndex(where: { advertisement in
-            sequence > advertisement.sequence
-                && (connection == advertisement.connection && connection != 0
-                    || connection != 0 && connectionOpenedAtMilliseconds >= advertisement.sentAtMilliseconds
-                    || nowMilliseconds >= advertisement.sentAtMilliseconds + Self.concurrencyGraceMilliseconds)
-        }) else { return nil }
+    package mutating func arrived(key: RetryAfterKey, logical: String? = nil, sequence: Int, nowNanos: UInt64) -> Observation? {
+        guard let list = pendingByKey[key] else { return nil }
+        var found: Int?
+        for (index, advertisement) in list.enumerated() {
+            guard sequence > advertisement.sequence,
+                  Retries.follows(finishedAtNanos: advertisement.deliveredAtNanos, arrivedAtNanos: nowNanos),
+                  advertisement.logical == nil || advertisement.logical == logical else { continue }
+            if found == nil || advertisement.deliveredAtNanos! < list[found!].deliveredAtNanos! { found = index }
+        }
+        guard let index = found else { return nil }
         let advertisement = pendingByKey[key]!.remove(at: index)
         pendingCount -= 1
         if pendingByKey[key]!.isEmpty { pendingByKey[key] = nil }
-        let sent = advertisement.sentAtMilliseconds
-        let earliest = advertisement.earliestRetryMilliseconds
+        let delivered = advertisement.deliveredAtNanos!
+        let earliest = advertisement.earliestRetryNanos
         let observation = Observation(
             key: key,
             advertisedSequence: advertisement.sequence,
             retrySequence: sequence,
-            advertisedWaitMilliseconds: Self.clampedDifference(earliest, sent),
-            actualWaitMilliseconds: Self.clampedDifference(nowMilliseconds, sent),
-            earlyByMilliseconds: Self.clampedDifference(earliest, nowMilliseconds))
+            advertisedWaitMilliseconds: Self.milliseconds(earliest, delivered),
+            actualWaitMilliseconds: Self.milliseconds(nowNanos, delivered),
+            earlyByMilliseconds: Self.milliseconds(earliest, nowNanos, roundingUp: true))
         retries += 1
         if !observation.honoured { early += 1 }
         judged.append(observation)
@@ -180,6 +194,7 @@ package struct RetryAfterTracker: Sendable {
         judged = []
         retries = 0
         early = 0
+        deliveredCount = 0
         pendingByKey = [:]
         pendingCount = 0
     }
@@ -208,8 +223,9 @@ package struct RetryAfterTracker: Sendable {
                     ("sequence", .int(advertisement.sequence)),
                     ("status", .int(advertisement.status)),
                     ("retryAfter", .string(advertisement.retryAfter)),
-                    ("sentAtMs", .number(String(advertisement.sentAtMilliseconds))),
-                    ("earliestRetryMs", .number(String(advertisement.earliestRetryMilliseconds))),
+                    ("sentAtMs", .number(String(advertisement.sentAtNanos / 1_000_000))),
+                    ("deliveredAtMs", advertisement.deliveredAtNanos.map { .number(String($0 / 1_000_000)) } ?? .null),
+                    ("earliestRetryMs", .number(String(advertisement.earliestRetryNanos / 1_000_000))),
                 ])
             })),
         ])
@@ -235,9 +251,13 @@ package struct RetryAfterTracker: Sendable {
         return Int(min(max(milliseconds, 0), 1e15))
     }
 
-    /// `a − b` in milliseconds, 0 when negative and capped at `Int.max`.
-    private static func clampedDifference(_ a: UInt64, _ b: UInt64) -> Int {
-        a > b ? Int(min(a - b, UInt64(Int.max))) : 0
+    /// `a − b` (nanoseconds) in milliseconds, 0 when negative and capped at `Int.max`; rounded down, or up (so a
+    /// retry early by a fraction of a millisecond is early by 1 ms, never "0 ms early" and honoured).
+    private static func milliseconds(_ a: UInt64, _ b: UInt64, roundingUp: Bool = false) -> Int {
+        guard a > b else { return 0 }
+        let nanos = a - b
+        let ms = roundingUp ? nanos / 1_000_000 + (nanos % 1_000_000 == 0 ? 0 : 1) : nanos / 1_000_000
+        return Int(min(ms, UInt64(Int.max)))
     }
 }
 

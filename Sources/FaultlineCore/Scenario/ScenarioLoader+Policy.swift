@@ -196,7 +196,7 @@ extension ScenarioLoader.Reader {
         let errorCount = errors.count
         let flags = [
             "honorsRetryAfter", "singleFlightRefresh", "noDuplicateSideEffects", "retriesOnlyReplayable", "noRetryOn4xx",
-            "retriesOnlyUnprocessed", "revalidatesWithValidators", "resumesDownloads", "conditionalWrites",
+            "retriesOnlyUnprocessed", "retriesRefusedStreams", "revalidatesWithValidators", "resumesDownloads", "conditionalWrites",
             "honorsRetryAfterOnUpgrade", "backsOffDuringOutage",
         ]
         guard let fields = fields(value, at: path, known: flags + ["maxRefreshes", "maxAttempts", "backoff", "logicalRequest",
@@ -210,6 +210,7 @@ extension ScenarioLoader.Reader {
         expect.noDuplicateSideEffects = flag("noDuplicateSideEffects")
         expect.retriesOnlyReplayable = flag("retriesOnlyReplayable")
         expect.retriesOnlyUnprocessed = flag("retriesOnlyUnprocessed")
+        expect.retriesRefusedStreams = flag("retriesRefusedStreams")
         expect.revalidatesWithValidators = flag("revalidatesWithValidators")
         expect.resumesDownloads = flag("resumesDownloads")
         expect.conditionalWrites = flag("conditionalWrites")

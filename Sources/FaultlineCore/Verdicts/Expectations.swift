@@ -15,6 +15,10 @@ public struct Expectations: Sendable, Equatable {
     /// said it was not processed: HTTP/2's REFUSED_STREAM, or a GOAWAY whose last stream id was below it
     /// (RFC 9113 §8.7). Over HTTP/1.1 no answer says so, so any such retry fails.
     public var retriesOnlyUnprocessed = false
+    /// A request the server said it did not process (HTTP/2 REFUSED_STREAM, or above a GOAWAY's last stream id) is
+    /// sent again: RFC 9113 §8.7 makes that safe whatever the method, and a client that never does turns a graceful
+    /// server restart into a user-visible error.
+    public var retriesRefusedStreams = false
     /// At most this many attempts of one logical request.
     public var maxAttempts: Int?
     /// The waits before the n-th retry grow with n, judged across logical requests (`Verdicts.BackoffRule`);
@@ -49,7 +53,7 @@ public struct Expectations: Sendable, Equatable {
     public var noRequestStorm: StormLimit?
     /// During an outage, the connection attempts the server can see come at growing intervals.
     public var backsOffDuringOutage = false
-    /// How attempts of the same logical request are recognised.
+    /// How attempts of the same logical request are recognised (`Retries` says what makes one a retry of another).
     public var logicalKey: LogicalRequestKey = .methodPathAndIdempotencyKey
 
     public init() {}

@@ -46,10 +46,15 @@ enum ResourceVerdicts {
     }
 
     /// After a fault cut a GET's body at offset N, the next GET of that instance must ask for `bytes=S-` with
-    /// 0 < S ≤ N and carry If-Range.
+    /// 0 < S ≤ N and carry If-Range with the validator the cut response carried: its ETag if that was strong (RFC
+    /// 9110 §13.1.5 forbids a weak one in If-Range), else its exact Last-Modified date. Anything else is a client that
+    /// restarts from zero whenever the server rightly answers 200 — even a tag the server never sent. The answer is
+    /// then the 206, unless the resource changed meanwhile (then 200 with the whole new version is right, and the
+    /// client still did right).
     static func resumes(_ entries: [JournalEntry]) -> Verdict {
         let all = resourceEntries(entries).filter { $0.entry.method == "GET" }
         var judged: [Int] = []
+        var notes: [String] = []
         var failures: [(sequences: [Int], why: String)] = []
         for (index, (entry, record)) in all.enumerated() {
             guard let cut = record.cutAt, cut > 0 else { continue }
@@ -59,18 +64,32 @@ enum ResourceVerdicts {
             }
             judged += [entry.sequence, next.entry.sequence]
             let again = next.record
-            if let start = again.rangeStart, start > 0, start <= cut {
-                if !again.carried.contains("If-Range") {
-                    failures.append(([entry.sequence, next.entry.sequence],
-                                     "#\(next.entry.sequence) resumed at \(start) without If-Range: had the resource changed, "
-                                     + "it would have spliced two versions"))
+            let pair = [entry.sequence, next.entry.sequence]
+            guard let start = again.rangeStart, start > 0, start <= cut else {
+                if let range = again.range {
+                    failures.append((pair, "#\(next.entry.sequence) asked for \(range) after #\(entry.sequence) was cut at \(cut)"))
+                } else {
+                    failures.append((pair, "#\(next.entry.sequence) restarted from 0 after #\(entry.sequence) was cut at \(cut) bytes"))
                 }
-            } else if let range = again.range {
-                failures.append(([entry.sequence, next.entry.sequence],
-                                 "#\(next.entry.sequence) asked for \(range) after #\(entry.sequence) was cut at \(cut)"))
-            } else {
-                failures.append(([entry.sequence, next.entry.sequence],
-                                 "#\(next.entry.sequence) restarted from 0 after #\(entry.sequence) was cut at \(cut) bytes"))
+                continue
+            }
+            let expected = Validator(record)
+            guard let condition = next.entry.head?.headers["if-range"]?.trimmingASCIIWhitespace else {
+                failures.append((pair, "#\(next.entry.sequence) resumed at \(start) without If-Range (\(expected.description) "
+                                 + "expected): had the resource changed, it would have spliced two versions"))
+                continue
+            }
+            guard expected.accepts(condition) else {
+                failures.append((pair, "#\(next.entry.sequence) resumed at \(start) with If-Range: \(condition), but "
+                                 + "\(expected.description) was expected: \(expected.why(condition)), so the server sends the "
+                                 + "whole body again"))
+                continue
+            }
+            if next.entry.status != 206 {
+                let why = again.version != record.version
+                    ? "the resource had changed (version \(record.version) → \(again.version)), so the whole new version was right"
+                    : "the server answered \(next.entry.status.map(String.init) ?? "nothing")"
+                notes.append("#\(next.entry.sequence): \(why)")
             }
         }
         if judged.isEmpty && failures.isEmpty {
@@ -78,13 +97,51 @@ enum ResourceVerdicts {
         }
         guard let first = failures.first else {
             return Verdict(rule: "resumesDownloads", passed: true,
-                           explanation: "\(judged.count / 2) cut download(s), each resumed with Range and If-Range",
+                           explanation: "\(judged.count / 2) cut download(s), each resumed with Range and the cut response's "
+                            + "validator in If-Range" + (notes.isEmpty ? "" : " (\(notes.joined(separator: "; ")))"),
                            evidence: judged)
         }
         return Verdict(
             rule: "resumesDownloads", passed: false,
             explanation: first.why + (failures.count > 1 ? " (and \(failures.count - 1) more)" : ""),
             evidence: failures.flatMap(\.sequences))
+    }
+
+    /// What a resume's If-Range may carry: the cut response's strong ETag, or its exact Last-Modified date (the
+    /// server takes either; RFC 9110 §13.1.5 prefers the tag when there is one).
+    private struct Validator {
+        var strongTag: String?
+        var weakTag: String?
+        var date: String?
+
+        init(_ record: ResourceRecord) {
+            if let tag = record.etag { if tag.hasPrefix("W/") { weakTag = tag } else { strongTag = tag } }
+            date = record.lastModified
+        }
+
+        var description: String {
+            switch (strongTag, date) {
+            case (let tag?, let date?): return "the ETag \(tag) the cut response carried (or its Last-Modified, \(date))"
+            case (let tag?, nil): return "the ETag \(tag) the cut response carried"
+            case (nil, let date?): return "the cut response's Last-Modified, \(date)"
+                + (weakTag.map { " (its ETag \($0) is weak)" } ?? "")
+            case (nil, nil): return "nothing usable (the cut response had no strong validator)"
+            }
+        }
+
+        func accepts(_ condition: String) -> Bool {
+            if let strongTag, condition == strongTag { return true }
+            if let date, let sent = HTTPDate.parse(date), let given = HTTPDate.parse(condition) { return sent == given }
+            return false
+        }
+
+        /// Why `condition` does not do.
+        func why(_ condition: String) -> String {
+            if condition.hasPrefix("W/") { return "a weak entity tag is never a match in If-Range (RFC 9110 §13.1.5)" }
+            if condition.hasPrefix("\"") { return "the server never sent that tag for this response" }
+            if HTTPDate.parse(condition) != nil { return "that date is not the Last-Modified the server sent" }
+            return "it is neither an entity tag nor an HTTP-date"
+        }
     }
 
     static func conditionalWrites(_ entries: [JournalEntry]) -> Verdict {

@@ -3,15 +3,35 @@ import Foundation
 /// One judged rule: whether the client kept it, a sentence a developer understands without reading our code,
 /// and the journal sequence numbers that show it.
 ///
-/// A rule judged on statistics (`backoff`) may be *inconclusive* when the journal holds too few samples to
-/// tell: then `passed` stays true (an inconclusive verdict does not fail the report) and `outcome` says so.
+/// A rule is *inconclusive* when the situation it judges never happened — no request followed a Retry-After, no
+/// logical request failed as often as `maxAttempts` allows, no download was cut — or, for a statistical rule
+/// (`backoff`), when too few samples were seen: never a vacuous pass. Then `passed` stays true (an inconclusive
+/// verdict does not fail the report unless asked: `faultline verify --strict`), `outcome` says so, and the
+/// explanation names what the rule waited for.
 package struct Verdict: Sendable, Equatable {
     package var rule: String
     package var passed: Bool
     package var explanation: String
-    package var evidence: [Int]
-    /// Too few samples to judge; `passed` is true.
+    /// Journal sequence numbers, each once, in the order the rule named them.
+    package var evidence: [Int] {
+        didSet { if evidence.count > 1 { evidence = Self.once(evidence) } }
+    }
+    /// The situation the rule judges never happened (or too few samples to tell); `passed` is true.
     package var inconclusive = false
+
+    package init(rule: String, passed: Bool, explanation: String, evidence: [Int], inconclusive: Bool = false) {
+        self.rule = rule
+        self.passed = passed
+        self.explanation = explanation
+        self.evidence = Self.once(evidence)
+        self.inconclusive = inconclusive
+    }
+
+    /// Each number once, where it first appears.
+    private static func once(_ numbers: [Int]) -> [Int] {
+        var seen = Set<Int>()
+        return numbers.filter { seen.insert($0).inserted }
+    }
 
     package var outcome: VerdictOutcome { inconclusive ? .inconclusive : passed ? .pass : .fail }
 
@@ -38,6 +58,8 @@ package struct VerdictInput: Sendable {
     /// Journal entries of scripted routes (not admin calls), oldest first.
     package var entries: [JournalEntry]
     package var retryAfter: [RetryAfterTracker.Observation]
+    /// Advertisements no request has followed yet: with no observation, what `honorsRetryAfter` waited for.
+    package var retryAfterPending: [RetryAfterTracker.Advertisement] = []
     package var refreshCalls: Int?
     package var maxRefreshesInFlight: Int?
     /// The header holding the idempotency key, per side-effecting route id.
@@ -71,9 +93,10 @@ package enum Verdicts {
         if expect.singleFlightRefresh { verdicts.append(singleFlight(input)) }
         if let limit = expect.maxRefreshes { verdicts.append(maxRefreshes(limit, input)) }
         if expect.noDuplicateSideEffects { verdicts.append(noDuplicateSideEffects(input)) }
-        let attempts = logicalRequests(input.entries, expect.logicalKey)
+        let attempts = Retries.logicalRequests(input.entries, expect.logicalKey)
         if expect.retriesOnlyReplayable { verdicts.append(retriesOnlyReplayable(input)) }
         if expect.retriesOnlyUnprocessed { verdicts.append(retriesOnlyUnprocessed(input)) }
+        if expect.retriesRefusedStreams { verdicts.append(retriesRefusedStreams(attempts)) }
         if let limit = expect.maxAttempts { verdicts.append(maxAttempts(limit, attempts)) }
         if expect.backoff { verdicts.append(backoff(attempts, jitter: expect.jitter)) }
         if expect.noRetryOn4xx { verdicts.append(noRetryOn4xx(attempts)) }
@@ -86,11 +109,15 @@ package enum Verdicts {
                 if case .route(let id, _) = $0.key { return input.webSocketRoutes.contains(id) }
                 return false
             }
+            upgrades.retryAfterPending = input.retryAfterPending.filter {
+                if case .route(let id, _) = $0.key { return input.webSocketRoutes.contains(id) }
+                return false
+            }
             var verdict = honorsRetryAfter(upgrades)
             verdict.rule = "honorsRetryAfterOnUpgrade"
             if upgrades.retryAfter.isEmpty {
                 verdict = .inconclusive(rule: verdict.rule, explanation: "no upgrade was refused with Retry-After and tried again",
-                                        evidence: [])
+                                        evidence: upgrades.retryAfterPending.map(\.sequence))
             }
             verdicts.append(verdict)
         }
@@ -106,6 +133,17 @@ package enum Verdicts {
 
     private static func honorsRetryAfter(_ input: VerdictInput) -> Verdict {
         let early = input.retryAfter.filter { !$0.honoured }
+        if input.retryAfter.isEmpty {
+            let waiting = input.retryAfterPending
+            let delivered = waiting.filter { $0.deliveredAtNanos != nil }
+            return .inconclusive(
+                rule: "honorsRetryAfter",
+                explanation: waiting.isEmpty
+                    ? "no response carried Retry-After: nothing to honour"
+                    : "no request followed a Retry-After (\(delivered.count) sent\(waiting.count > delivered.count ? ", \(waiting.count - delivered.count) still going out" : "")): "
+                        + "a retry of the same request (or, for a rate limit, any request it counts) after the answer was needed",
+                evidence: waiting.map(\.sequence))
+        }
         guard let first = early.first else {
             return Verdict(
                 rule: "honorsRetryAfter", passed: true,
@@ -124,9 +162,23 @@ package enum Verdicts {
         input.entries.filter { $0.route == .tokenEndpoint }
     }
 
+    /// Requests auth refused with 401: what sends a client to the token endpoint.
+    private static func refused(_ input: VerdictInput) -> [JournalEntry] {
+        input.entries.filter { $0.answeredBy == .auth }
+    }
+
     private static func singleFlight(_ input: VerdictInput) -> Verdict {
         let calls = tokenCalls(input)
         let most = input.maxRefreshesInFlight ?? 0
+        let refusals = refused(input)
+        if most <= 1 && (refusals.count < 2 || (input.refreshCalls ?? calls.count) == 0) {
+            return .inconclusive(
+                rule: "singleFlightRefresh",
+                explanation: refusals.count < 2
+                    ? "\(refusals.count) request(s) refused with 401: at least two needing a refresh are needed to judge"
+                    : "\(refusals.count) requests refused with 401, but no token refresh followed",
+                evidence: refusals.map(\.sequence) + calls.map(\.sequence))
+        }
         if most <= 1 {
             return Verdict(rule: "singleFlightRefresh", passed: true,
                            explanation: "\(calls.count) token refresh(es), never more than one at a time",
@@ -142,6 +194,12 @@ package enum Verdicts {
     private static func maxRefreshes(_ limit: Int, _ input: VerdictInput) -> Verdict {
         let calls = tokenCalls(input)
         let count = input.refreshCalls ?? calls.count
+        if count <= limit && refused(input).isEmpty {
+            return .inconclusive(
+                rule: "maxRefreshes",
+                explanation: "no request was refused with 401, so no refresh was needed (\(count) token call(s))",
+                evidence: calls.map(\.sequence))
+        }
         return Verdict(
             rule: "maxRefreshes", passed: count <= limit,
             explanation: "\(count) token refresh call(s); at most \(limit) expected", evidence: calls.map(\.sequence))
@@ -163,6 +221,10 @@ package enum Verdicts {
         }
         let duplicated = order.filter { byKey[$0]!.count > 1 }
         let total = byKey.values.reduce(0) { $0 + $1.count }
+        if total == 0 {
+            return .inconclusive(rule: "noDuplicateSideEffects",
+                                 explanation: "no request had a side effect: nothing could be duplicated", evidence: [])
+        }
         guard let first = duplicated.first else {
             return Verdict(rule: "noDuplicateSideEffects", passed: true,
                            explanation: "\(total) side effect(s), one per idempotency key",
@@ -175,84 +237,127 @@ package enum Verdicts {
             evidence: duplicated.flatMap { byKey[$0]! })
     }
 
-    /// Attempts grouped by logical request, in first-seen order.
-    static func logicalRequests(_ entries: [JournalEntry], _ key: LogicalRequestKey) -> [[JournalEntry]] {
-        var groups: [String: [JournalEntry]] = [:]
-        var order: [String] = []
-        for entry in entries where entry.route != nil && entry.route != .tokenEndpoint && entry.answeredBy != .auth {
-            guard let head = entry.head else { continue }
-            var label = "\(head.method) \(head.path)"
-            if case .header(let name) = key, let value = head.headers[name] {
-                label = "\(name): \(value)"
-            } else if let value = head.headers["idempotency-key"] {
-                label += " key \(IdempotencyStore.parseKey(value) ?? value)"
-            }
-            if groups[label] == nil { order.append(label) }
-            groups[label, default: []].append(entry)
-        }
-        return order.map { groups[$0]! }
-    }
-
-    /// The POSTs and PATCHes sent without an idempotency key, each with what makes two of them the same
-    /// request (method, target and body). A request auth refused never reached its route: sending it again with
-    /// a token is no retry.
-    private static func keylessNonIdempotent(_ entries: [JournalEntry]) -> [(identity: String, entry: JournalEntry)] {
-        entries.compactMap { entry in
+    /// The POSTs and PATCHes, as retry chains (`Retries`) of the same request: method, target and the
+    /// `Idempotency-Key`, or without a key the body. A request auth refused never reached its route: sending it
+    /// again with a token is no retry.
+    private static func nonIdempotent(_ entries: [JournalEntry]) -> [[JournalEntry]] {
+        Retries.chains(entries) { entry in
             guard entry.route != nil, entry.answeredBy != .auth, let head = entry.head,
-                  ["POST", "PATCH"].contains(head.method), head.headers["idempotency-key"] == nil else { return nil }
+                  ["POST", "PATCH"].contains(head.method) else { return nil }
+            if let key = head.headers["idempotency-key"] { return "\(head.method) \(head.target) key \(key)" }
             let fingerprint = IdempotencyStore.fingerprint(method: head.method, target: head.target, body: entry.body)
-            return ("\(head.method) \(head.target) \(fingerprint)", entry)
+            return "\(head.method) \(head.target) \(fingerprint)"
         }
     }
 
+    private static func keyless(_ chain: [JournalEntry]) -> Bool { chain[0].head?.headers["idempotency-key"] == nil }
+
+    /// The attempts of `chains` that failed and so tempted the client to send them again.
+    private static func failures(_ chains: [[JournalEntry]]) -> [JournalEntry] {
+        chains.flatMap { $0.filter(Retries.invitesRetry) }
+    }
+
+    /// A keyless POST or PATCH is never retried. Judged once some POST or PATCH failed: a keyed one retried, or a
+    /// keyless one left alone, is the behaviour the rule asks for.
     private static func retriesOnlyReplayable(_ input: VerdictInput) -> Verdict {
-        var seen: [String: Int] = [:]
-        for (identity, entry) in keylessNonIdempotent(input.entries) {
-            let head = entry.head!
-            if let first = seen[identity] {
-                return Verdict(
-                    rule: "retriesOnlyReplayable", passed: false,
-                    explanation: "request #\(entry.sequence) repeated \(head.method) \(head.target) of #\(first) "
-                        + "without an Idempotency-Key: a non-idempotent request was retried",
-                    evidence: [first, entry.sequence])
-            }
-            seen[identity] = entry.sequence
+        let chains = nonIdempotent(input.entries)
+        if let chain = chains.first(where: { keyless($0) && $0.count > 1 }) {
+            let (earlier, retry) = (chain[0], chain[1])
+            let head = retry.head!
+            return Verdict(
+                rule: "retriesOnlyReplayable", passed: false,
+                explanation: "request #\(retry.sequence) repeated \(head.method) \(head.target) of #\(earlier.sequence) "
+                    + "without an Idempotency-Key (#\(earlier.sequence): \(how(earlier))): a non-idempotent request was retried",
+                evidence: [earlier.sequence, retry.sequence])
         }
-        return Verdict(rule: "retriesOnlyReplayable", passed: true,
-                       explanation: "no keyless POST or PATCH was sent twice", evidence: [])
+        let failed = failures(chains)
+        guard !failed.isEmpty else {
+            return .inconclusive(rule: "retriesOnlyReplayable",
+                                 explanation: "no POST or PATCH failed, so none was tempted to be sent again", evidence: [])
+        }
+        let keyed = chains.filter { !keyless($0) && $0.count > 1 }
+        return Verdict(
+            rule: "retriesOnlyReplayable", passed: true,
+            explanation: "\(failed.count) POST or PATCH attempt(s) failed; "
+                + (keyed.isEmpty ? "none was sent again" : "\(keyed.count) retried with the same Idempotency-Key, none without one"),
+            evidence: failed.map(\.sequence) + keyed.flatMap { $0.map(\.sequence) })
     }
 
     /// RFC 9113 §8.7 as a rule: a keyless POST or PATCH may be sent again only after the server said the earlier
-    /// attempt was not processed. Each retry is judged against the attempt right before it; the evidence is the
-    /// pair, and the explanation names their streams and the frame that made the retry safe or not.
+    /// attempt was not processed. Each retry is judged against the attempt it retried; the evidence is the pair, and
+    /// the explanation names their streams and the frame that made the retry safe or not. Judged once a POST or
+    /// PATCH was sent again, or failed in a way that leaves its processing unknown.
     private static func retriesOnlyUnprocessed(_ input: VerdictInput) -> Verdict {
-        var last: [String: JournalEntry] = [:]
+        let chains = nonIdempotent(input.entries)
         var safe: [(JournalEntry, JournalEntry)] = []
-        for (identity, entry) in keylessNonIdempotent(input.entries) {
-            let head = entry.head!
-            defer { last[identity] = entry }
-            guard let earlier = last[identity] else { continue }
-            if earlier.outcome == .notProcessed {
-                safe.append((earlier, entry))
-                continue
+        for chain in chains where keyless(chain) {
+            for (earlier, entry) in zip(chain, chain.dropFirst()) {
+                if earlier.outcome == .notProcessed {
+                    safe.append((earlier, entry))
+                    continue
+                }
+                let head = entry.head!
+                return Verdict(
+                    rule: "retriesOnlyUnprocessed", passed: false,
+                    explanation: "request #\(entry.sequence) (\(where_(entry))) repeated \(head.method) \(head.target) of "
+                        + "#\(earlier.sequence) (\(where_(earlier))) without an Idempotency-Key, but nothing said #\(earlier.sequence) "
+                        + "was not processed: \(how(earlier))",
+                    evidence: [earlier.sequence, entry.sequence])
             }
+        }
+        guard safe.isEmpty else {
+            let pairs = safe.map { "#\($0.0.sequence) (\(where_($0.0)), \(how($0.0))) → #\($0.1.sequence)" }
             return Verdict(
-                rule: "retriesOnlyUnprocessed", passed: false,
-                explanation: "request #\(entry.sequence) (\(where_(entry))) repeated \(head.method) \(head.target) of "
-                    + "#\(earlier.sequence) (\(where_(earlier))) without an Idempotency-Key, but nothing said #\(earlier.sequence) "
-                    + "was not processed: \(how(earlier))",
-                evidence: [earlier.sequence, entry.sequence])
+                rule: "retriesOnlyUnprocessed", passed: true,
+                explanation: "\(safe.count) keyless retr\(safe.count == 1 ? "y" : "ies"), each of a request the server "
+                    + "had not processed: " + pairs.joined(separator: "; "),
+                evidence: safe.flatMap { [$0.0.sequence, $0.1.sequence] })
         }
-        guard !safe.isEmpty else {
-            return Verdict(rule: "retriesOnlyUnprocessed", passed: true,
-                           explanation: "no keyless POST or PATCH was sent twice", evidence: [])
+        // No keyless retry: judged only if something failed in a way that left it unknown whether it was processed —
+        // the temptation the rule is about.
+        let risky = failures(chains).filter { $0.outcome != .notProcessed }
+        guard !risky.isEmpty else {
+            return .inconclusive(
+                rule: "retriesOnlyUnprocessed",
+                explanation: "no POST or PATCH failed in a way that leaves its processing unknown, and none was sent again",
+                evidence: failures(chains).map(\.sequence))
         }
-        let pairs = safe.map { "#\($0.0.sequence) (\(where_($0.0)), \(how($0.0))) → #\($0.1.sequence)" }
         return Verdict(
             rule: "retriesOnlyUnprocessed", passed: true,
-            explanation: "\(safe.count) keyless retr\(safe.count == 1 ? "y" : "ies"), each of a request the server "
-                + "had not processed: " + pairs.joined(separator: "; "),
-            evidence: safe.flatMap { [$0.0.sequence, $0.1.sequence] })
+            explanation: "\(risky.count) POST or PATCH attempt(s) failed with their processing unknown "
+                + "(\(risky.prefix(3).map { "#\($0.sequence): \(how($0))" }.joined(separator: "; "))); no keyless one was sent again",
+            evidence: risky.map(\.sequence))
+    }
+
+    /// RFC 9113 §8.7 the other way round: a request the server said it did not process (REFUSED_STREAM, or above a
+    /// GOAWAY's last stream id) is safe to send again, whatever its method, and a client that never does turns a
+    /// graceful server restart into a user-visible error. Each such attempt must have a retry.
+    private static func retriesRefusedStreams(_ chains: [[JournalEntry]]) -> Verdict {
+        var resent: [(JournalEntry, JournalEntry)] = []
+        var dropped: [JournalEntry] = []
+        for chain in chains {
+            for (index, attempt) in chain.enumerated() where attempt.outcome == .notProcessed {
+                if index + 1 < chain.count { resent.append((attempt, chain[index + 1])) } else { dropped.append(attempt) }
+            }
+        }
+        let rule = "retriesRefusedStreams"
+        if let first = dropped.first, let head = first.head {
+            return Verdict(
+                rule: rule, passed: false,
+                explanation: "request #\(first.sequence) (\(head.method) \(head.path), \(where_(first))) was not processed — "
+                    + "\(how(first)) — and was never sent again, though RFC 9113 §8.7 makes that safe"
+                    + (dropped.count > 1 ? " (and \(dropped.count - 1) more)" : ""),
+                evidence: dropped.map(\.sequence))
+        }
+        guard !resent.isEmpty else {
+            return .inconclusive(rule: rule, explanation: "no request was refused with REFUSED_STREAM or left above a GOAWAY's "
+                                 + "last stream id", evidence: [])
+        }
+        return Verdict(
+            rule: rule, passed: true,
+            explanation: "\(resent.count) request(s) the server did not process, each sent again: "
+                + resent.prefix(4).map { "#\($0.0.sequence) → #\($0.1.sequence) (\(where_($0.1)))" }.joined(separator: "; "),
+            evidence: resent.flatMap { [$0.0.sequence, $0.1.sequence] })
     }
 
     /// "h2 stream 3 on connection 2", "HTTP/1.1 on connection 4".
@@ -274,20 +379,35 @@ package enum Verdicts {
         }
     }
 
-    private static func maxAttempts(_ limit: Int, _ groups: [[JournalEntry]]) -> Verdict {
-        if let worst = groups.max(by: { $0.count < $1.count }), worst.count > limit, let head = worst[0].head {
+    /// At most `limit` attempts per logical request. Judged only when some logical request failed `limit` times in
+    /// a row, so that the client had a reason to try once more: a client that never gets there, or never retries,
+    /// has not shown its limit.
+    private static func maxAttempts(_ limit: Int, _ chains: [[JournalEntry]]) -> Verdict {
+        if let worst = chains.max(by: { $0.count < $1.count }), worst.count > limit, let head = worst[0].head {
             return Verdict(
                 rule: "maxAttempts", passed: false,
-                explanation: "\(head.method) \(head.path) was attempted \(worst.count) times; at most \(limit) expected",
+                explanation: "\(head.method) \(head.path) was attempted \(worst.count) times, each after the previous "
+                    + "one's answer; at most \(limit) expected",
                 evidence: worst.map(\.sequence))
         }
+        let tested = chains.filter { $0.count == limit && Retries.invitesRetry($0[limit - 1]) }
+        guard !tested.isEmpty else {
+            let most = chains.map { chain in chain.prefix { Retries.invitesRetry($0) }.count }.max() ?? 0
+            return .inconclusive(
+                rule: "maxAttempts",
+                explanation: "no logical request failed \(limit) time(s) in a row (at most \(most)), so the limit of "
+                    + "\(limit) was never put to the test", evidence: [])
+        }
         return Verdict(rule: "maxAttempts", passed: true,
-                       explanation: "no logical request was attempted more than \(limit) times", evidence: [])
+                       explanation: "\(tested.count) logical request(s) failed \(limit) time(s) and were not tried again",
+                       evidence: tested.flatMap { $0.map(\.sequence) })
     }
 
+    /// The waits before each retry of a chain: from the end of the attempt it retried to its arrival — the time
+    /// the client chose to wait, not the server's own delay or the client's timeout.
     private static func gaps(_ attempts: [JournalEntry]) -> [Double] {
         zip(attempts, attempts.dropFirst()).map {
-            Double($1.receivedAtMonotonicNanos &- $0.receivedAtMonotonicNanos) / 1_000_000
+            Double($1.receivedAtMonotonicNanos &- ($0.finishedAtMonotonicNanos ?? $0.receivedAtMonotonicNanos)) / 1_000_000
         }
     }
 
@@ -392,11 +512,14 @@ package enum Verdicts {
             evidence: [])
     }
 
-    private static func noRetryOn4xx(_ groups: [[JournalEntry]]) -> Verdict {
-        for attempts in groups {
-            for (entry, next) in zip(attempts, attempts.dropFirst()) {
-                guard let status = entry.status, (400..<500).contains(status), !retryable4xx.contains(status),
-                      entry.route != nil else { continue }
+    private static func noRetryOn4xx(_ chains: [[JournalEntry]]) -> Verdict {
+        func final4xx(_ entry: JournalEntry) -> Bool {
+            guard let status = entry.status, entry.outcome == .completed else { return false }
+            return (400..<500).contains(status) && !retryable4xx.contains(status)
+        }
+        for chain in chains {
+            for (entry, next) in zip(chain, chain.dropFirst()) where final4xx(entry) {
+                let status = entry.status!
                 return Verdict(
                     rule: "noRetryOn4xx", passed: false,
                     explanation: "request #\(next.sequence) retried #\(entry.sequence), which got \(status): "
@@ -404,14 +527,31 @@ package enum Verdicts {
                     evidence: [entry.sequence, next.sequence])
             }
         }
+        let answered = chains.flatMap { $0.filter(final4xx) }
+        guard !answered.isEmpty else {
+            return .inconclusive(rule: "noRetryOn4xx",
+                                 explanation: "no request was answered with a 4xx that a retry cannot change", evidence: [])
+        }
         return Verdict(rule: "noRetryOn4xx", passed: true,
-                       explanation: "no request was retried after a non-retryable 4xx", evidence: [])
+                       explanation: "\(answered.count) request(s) answered with a non-retryable 4xx, none retried",
+                       evidence: answered.map(\.sequence))
     }
 }
 
 extension Engine {
-    /// `GET /__faultline/report`: every loaded scenario's `expect`, judged against the journal and the state.
-    package func report(journal: [JournalEntry]) -> JSONValue {
+    /// `GET /__faultline/report?scenario=NAME`: why no scenario of that name can be judged, with the nearest name;
+    /// nil when one is loaded.
+    package func unknownScenario(_ name: String) -> String? {
+        let names = scenarios.map(\.name)
+        guard !names.contains(name) else { return nil }
+        guard !names.isEmpty else { return "scenario: no scenario is loaded, so none is named \"\(name)\"" }
+        return "scenario: no loaded scenario is named \"\(name)\""
+            + ScenarioLoader.hint(for: name, among: names, listName: "loaded:")
+    }
+
+    /// `GET /__faultline/report`: every loaded scenario's `expect` (or only `scenario`'s), judged against the journal
+    /// and the state.
+    package func report(journal: [JournalEntry], scenario only: String? = nil) -> JSONValue {
         var headers: [String: String] = [:]
         for scenario in scenarios {
             for route in scenario.routes { if let config = route.idempotency { headers[route.id] = config.header } }
@@ -420,6 +560,7 @@ extension Engine {
             entries: journal.filter { $0.malformed == nil }, retryAfter: policy.retryAfter.observations,
             refreshCalls: policy.authority?.refreshCalls, maxRefreshesInFlight: policy.authority?.maxRefreshesInFlight,
             idempotencyHeaders: headers)
+        input.retryAfterPending = policy.retryAfter.pending
         input.network = journal.filter { $0.network.map { $0.event != .shaped } ?? false }
         for scenario in scenarios {
             for route in scenario.routes where route.responses.contains(where: { $0.websocket != nil }) {
@@ -429,7 +570,7 @@ extension Engine {
         var verdicts: [JSONValue] = []
         var passed = true
         var inconclusive = 0
-        for scenario in scenarios {
+        for scenario in scenarios where only == nil || scenario.name == only {
             guard let expect = scenario.expect else { continue }
             // Each scenario is judged on its own routes (auth's 401s included: they are journaled under the route
             // they matched, and the rules leave them out of attempts), its rate limits and (when it declares
@@ -445,12 +586,14 @@ extension Engine {
                 case .route, .resource: return entry.scenario == scenario.name
                 }
             }
-            own.retryAfter = input.retryAfter.filter { observation in
-                switch observation.key {
+            func owned(_ key: RetryAfterKey) -> Bool {
+                switch key {
                 case .route(let id, _): return routeIDs.contains(id)
                 case .rateLimit(let id, _): return limitIDs.contains(id)
                 }
             }
+            own.retryAfter = input.retryAfter.filter { owned($0.key) }
+            own.retryAfterPending = input.retryAfterPending.filter { owned($0.key) }
             if scenario.auth == nil {
                 own.refreshCalls = nil
                 own.maxRefreshesInFlight = nil

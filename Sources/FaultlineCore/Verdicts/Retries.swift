@@ -1,0 +1,89 @@
+/// What "a retry" is, defined once for every rule that speaks of retries (`honorsRetryAfter` through
+/// `RetryAfterTracker`, `maxAttempts`, `noRetryOn4xx`, `backoff`, `retriesOnlyReplayable`, `retriesOnlyUnprocessed`,
+/// `retriesRefusedStreams`; ARCHITECTURE §8, README "The same logical request, and what a retry is").
+///
+/// - **The same logical request**: attempts with the same `label` — method and path, plus the `Idempotency-Key`
+///   when one is sent, or the value of the header `logicalKey` names.
+/// - **A retry** of an attempt is a later attempt of the same logical request that arrived after the server had
+///   finished the earlier one's exchange — its answer's last byte written, or the exchange failed (`follows`). The
+///   server cannot know whether the client read a 201 before its connection broke, so "sent again" is judged
+///   whatever the earlier answer was; a client that polls one resource on purpose names its logical requests with
+///   a header (`logicalRequest: {"header": …}`). A rule judges only where its situation arose (`invitesRetry`: an
+///   attempt that failed, so that sending it again was tempting); elsewhere it is inconclusive.
+/// - Requests that overlap in time are distinct requests, however alike: two views loading the same resource, an
+///   HTTP/2 client multiplexing, a pool of HTTP/1.1 connections. None of them could have been sent because of
+///   another's answer. (Overlapping duplicate POSTs — a double tap — are still a defect: `noDuplicateSideEffects`
+///   catches them by their side effects.)
+/// - Each attempt is the retry of at most one earlier attempt and has at most one retry. When several finished
+///   failures of one logical request wait for a retry (concurrent identical requests that all failed), the next
+///   attempt is the retry of the one that finished first.
+package enum Retries {
+    /// The logical request an attempt belongs to.
+    package static func label(_ head: HTTPRequestHead, _ key: LogicalRequestKey) -> String {
+        if case .header(let name) = key, let value = head.headers[name] {
+            return "\(name): \(value)"
+        }
+        var label = "\(head.method) \(head.path)"
+        if let value = head.headers["idempotency-key"] {
+            label += " key \(IdempotencyStore.parseKey(value) ?? value)"
+        }
+        return label
+    }
+
+    /// A request that arrived at `arrivedAtNanos` can have been sent because of an exchange that finished at
+    /// `finishedAtNanos` (monotonic; nil: not finished yet). The journal's nanosecond times, never milliseconds: a
+    /// burst on fresh connections arrives within one millisecond of the first answer.
+    package static func follows(finishedAtNanos: UInt64?, arrivedAtNanos: UInt64) -> Bool {
+        guard let finishedAtNanos else { return false }
+        return finishedAtNanos <= arrivedAtNanos
+    }
+
+    /// Whether an attempt leaves its logical request unfinished, so that sending it again is a retry: any status
+    /// of 400 or more, or an exchange that did not complete (reset, cut, refused, timed out, abandoned).
+    package static func invitesRetry(_ attempt: JournalEntry) -> Bool {
+        guard attempt.outcome == .completed, let status = attempt.status else { return attempt.outcome != .pending }
+        return status >= 400
+    }
+
+    /// The attempts of `entries` as chains — a first attempt, its retry, that retry's retry — in the order their
+    /// first attempts arrived. `label` names an attempt's logical request; nil leaves the entry out.
+    package static func chains(_ entries: [JournalEntry], label: (JournalEntry) -> String?) -> [[JournalEntry]] {
+        var chains: [[JournalEntry]] = []
+        // Per logical request, the chains not yet retried, by when their last attempt finished (earliest first): the
+        // first one is the only candidate, since a later-finished one cannot be followed where it is not.
+        var open: [String: [(finished: UInt64, chain: Int)]] = [:]
+        for entry in entries.sorted(by: { $0.sequence < $1.sequence }) {
+            guard let name = label(entry) else { continue }
+            let index: Int
+            if let first = open[name]?.first,
+               follows(finishedAtNanos: first.finished, arrivedAtNanos: entry.receivedAtMonotonicNanos) {
+                open[name]!.removeFirst()
+                index = first.chain
+                chains[index].append(entry)
+            } else {
+                index = chains.count
+                chains.append([entry])
+            }
+            // A pending attempt (no end yet) sorts last: nothing can follow it.
+            let finished = entry.finishedAtMonotonicNanos ?? UInt64.max
+            let waiting = open[name] ?? []
+            var low = 0, high = waiting.count
+            while low < high {
+                let middle = (low + high) / 2
+                if waiting[middle].finished <= finished { low = middle + 1 } else { high = middle }
+            }
+            open[name, default: []].insert((finished, index), at: low)
+        }
+        return chains
+    }
+
+    /// The attempts the request rules judge: answered by a route or resource (not the token endpoint, not auth's
+    /// 401s, which the refresh rules judge), as chains by `key`.
+    package static func logicalRequests(_ entries: [JournalEntry], _ key: LogicalRequestKey) -> [[JournalEntry]] {
+        chains(entries) { entry in
+            guard entry.route != nil, entry.route != .tokenEndpoint, entry.answeredBy != .auth, let head = entry.head
+            else { return nil }
+            return label(head, key)
+        }
+    }
+}
