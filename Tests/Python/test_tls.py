@@ -13,6 +13,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import socket
 import ssl
 import stat
@@ -25,6 +26,7 @@ import pytest
 import requests
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 
 CERTIFICATES = ["valid", "expired", "not-yet-valid", "wrong-host", "self-signed", "untrusted-root", "incomplete-chain",
@@ -321,6 +323,142 @@ def test_sni_selects_the_certificate(https, go_client):
     code, _, err = curl(server, "--connect-to", f"expired.localhost:{server.tls_port}:127.0.0.1:{server.tls_port}",
                         host="expired.localhost")
     assert code == 60 and "certificate has expired" in err, err
+
+
+
+# -- 2a. the certificate on the wire is the one the journal names --------------------------------------
+
+# The intermediate sent after each leaf (openssl s_client -showcerts); None: the leaf alone.
+CHAIN = {name: "Faultline Intermediate CA" for name in CERTIFICATES}
+CHAIN.update({"self-signed": None, "untrusted-root": None, "incomplete-chain": None,
+              "expired-intermediate": "Faultline Expired Intermediate CA"})
+ISSUER = {**CHAIN, "self-signed": "localhost", "untrusted-root": "Faultline Untrusted CA",
+          "incomplete-chain": "Faultline Intermediate CA"}
+
+
+def expected_leaf(name):
+    """What catalogue certificate `name` is (CertificateAuthority.issue): key, subject, subjectAltName."""
+    key = ("RSA", 1024) if name == "weak-key" else ("EC", "secp256r1")
+    common_name = "wrong-host.invalid" if name == "wrong-host" else "localhost"
+    if name == "cn-only":
+        san = None
+    elif name == "wrong-host":
+        san = ["DNS:wrong-host.invalid"]
+    else:
+        san = ["DNS:localhost", "DNS:*.localhost", f"DNS:{name}.localhost", "IP:127.0.0.1", "IP:::1"]
+    return {"key": key, "subject": f"CN={common_name},O=Faultline", "san": san, "issuer": ISSUER[name],
+            "chain": [CHAIN[name]] if CHAIN[name] else []}
+
+
+def describe_leaf(certificates):
+    """The same description of what a server sent: its leaf first, then the chain."""
+    leaf, chain = certificates[0], certificates[1:]
+    key = leaf.public_key()
+    if isinstance(key, rsa.RSAPublicKey):
+        kind = ("RSA", key.key_size)
+    else:
+        assert isinstance(key, ec.EllipticCurvePublicKey), key
+        kind = ("EC", key.curve.name)
+    try:
+        names = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        san = [f"DNS:{n}" for n in names.get_values_for_type(x509.DNSName)] + [
+            f"IP:{a}" for a in names.get_values_for_type(x509.IPAddress)]
+    except x509.ExtensionNotFound:
+        san = None
+
+    def common_name(name):
+        return name.get_attributes_for_oid(x509.NameOID.COMMON_NAME)[0].value
+
+    return {"key": kind, "subject": leaf.subject.rfc4514_string(), "san": san, "issuer": common_name(leaf.issuer),
+            "chain": [common_name(c.subject) for c in chain]}
+
+
+def s_client(server, server_name, *extra):
+    """One handshake by `openssl s_client -servername NAME -showcerts` (stdin empty: it closes right after the
+    handshake). Returns its output and the certificates the server sent, leaf first."""
+    completed = subprocess.run(
+        ["openssl", "s_client", "-connect", f"127.0.0.1:{server.tls_port}", "-servername", server_name,
+         "-CAfile", str(server.ca), "-showcerts", *extra],
+        capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=30)
+    pems = re.findall(r"-----BEGIN CERTIFICATE-----\n.*?-----END CERTIFICATE-----\n", completed.stdout, re.S)
+    return completed, [x509.load_pem_x509_certificate(pem.encode()) for pem in pems]
+
+
+def catalogue_pins(run_cli, server):
+    """`faultline ca --pins` for the server's --tls-dir: {name: "sha256/…"}."""
+    listed = run_cli("ca", "--tls-dir", server.tls_dir, "--pins")
+    assert listed.returncode == 0, listed.stderr
+    pins = dict(line.split(" ", 1) for line in listed.stdout.splitlines() if line.strip())
+    assert sorted(pins) == sorted(CERTIFICATES) and len(set(pins.values())) == len(CERTIFICATES), pins
+    return pins
+
+
+def check_served(server, seen, pins, name, server_name):
+    """Handshakes asking for `server_name` where `name` is to be served: what s_client received is `name`'s
+    certificate (key, subject, subjectAltName, issuer, chain, pin), and the journal names `name` too."""
+    completed, certificates = s_client(server, server_name)
+    assert completed.returncode == 0 and certificates, completed.stdout + completed.stderr
+    served_pin = spki_pin(certificates[0].public_bytes(serialization.Encoding.DER))
+    served_name = {pin: n for n, pin in pins.items()}.get(served_pin)
+    (entry,) = new_entries(server, seen)
+    tls = entry["tls"]
+    # The journal claims `name`; the pin says which certificate was really sent.
+    assert (tls["certificate"], served_name) == (name, name), (server_name, tls)
+    assert describe_leaf(certificates) == expected_leaf(name), server_name
+    assert tls["serverName"] == server_name and tls["handshake"] == "completed", tls
+    if name == "weak-key":
+        # OpenSSL's own report of the key it was sent.
+        assert "Server public key is 1024 bit" in completed.stdout and "Peer signature type: RSA-PSS" in completed.stdout
+    else:
+        assert "Server public key is 256 bit" in completed.stdout and "Peer signature type: ECDSA" in completed.stdout
+
+
+@pytest.mark.parametrize("way", ["server-name", "scenario", "tls-certificate"])
+def test_the_certificate_served_is_the_one_journaled(https, run_cli, way):
+    """Every catalogue certificate, chosen each way a connection can choose one (README: A connection gets one
+    by), is the certificate on the wire: the journal's `tls.certificate`, the served leaf's key and names, and its
+    pin in `faultline ca --pins` all agree. (The RSA weak-key once went out as valid's P-256 certificate when
+    chosen by name or scenario, journaled weak-key.)"""
+    if way == "tls-certificate":
+        for name in CERTIFICATES:
+            server = https(args=["--tls-certificate", name])
+            check_served(server, len(server.journal()), catalogue_pins(run_cli, server), name, "localhost")
+            server.stop()
+        return
+    if way == "server-name":
+        server = https()
+    else:
+        server = https(tls={"handshakes": [{"certificate": name} for name in CERTIFICATES]})
+    pins = catalogue_pins(run_cli, server)
+    for seen, name in enumerate(CERTIFICATES):
+        check_served(server, seen, pins, name, f"{name}.localhost" if way == "server-name" else "localhost")
+
+
+
+@pytest.mark.parametrize("way", ["server-name", "scenario"])
+def test_an_rsa_only_client_is_not_sent_the_listeners_rsa_certificate(https, way):
+    """The reverse of the weak-key mix-up: with the RSA weak-key as the listener's certificate and the P-256
+    `valid` chosen for the connection, a client that offers only RSA signature algorithms once got weak-key's
+    certificate, journaled `valid`. It is refused, as a `valid` listener refuses it."""
+    rsa_only = ["-sigalgs", "rsa_pss_rsae_sha256:rsa_pkcs1_sha256"]
+    if way == "server-name":
+        server = https(args=["--tls-certificate", "weak-key"])
+        server_names = ["valid.localhost", "weak-key.localhost"]
+    else:
+        server = https(tls={"handshakes": [{"certificate": "valid"}, {"certificate": "weak-key"}]},
+                       args=["--tls-certificate", "weak-key"])
+        server_names = ["localhost", "localhost"]
+    completed, certificates = s_client(server, server_names[0], *rsa_only)
+    assert certificates == [] and "alert handshake failure" in completed.stderr, completed.stdout + completed.stderr
+    (entry,) = new_entries(server, 0)
+    tls = entry["tls"]
+    assert (tls["certificate"], tls["handshake"], tls["alertSent"]) == ("valid", "alert-sent", "handshake_failure")
+    assert tls["error"] == "no suitable signature algorithm", tls
+    # The same client still gets weak-key when it is the certificate chosen.
+    completed, certificates = s_client(server, server_names[1], *rsa_only)
+    assert "Server public key is 1024 bit" in completed.stdout, completed.stdout + completed.stderr
+    assert describe_leaf(certificates) == expected_leaf("weak-key")
+    assert new_entries(server, 1)[0]["tls"]["certificate"] == "weak-key"
 
 
 # -- 3. handshake faults ---------------------------------------------------------------------------------
