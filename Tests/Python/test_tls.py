@@ -5,8 +5,8 @@ catalogue certificate's error per client, each handshake fault, mutual TLS, resu
 HTTP/1.1 features over TLS. Each test has its own server and its own `--tls-dir` under tmp_path (creating the
 authority takes milliseconds). Nothing sleeps: the journal is long-polled or polled with a deadline.
 
-The certificate of each catalogue name is chosen with `--tls-certificate NAME` and the client asks for
-`localhost`; test_sni_selects_the_certificate chooses by server name (`NAME.localhost`) instead."""
+test_certificate_catalogue chooses each catalogue certificate both ways: with `--tls-certificate NAME`, the client
+asking for `localhost`, and by server name, the client asking for `NAME.localhost`."""
 
 import base64
 import hashlib
@@ -96,6 +96,17 @@ def go(go_client, server, *flags, host="localhost", timeout="5s", env=None):
     assert completed.returncode == 0, completed.stderr
     (line,) = completed.stdout.splitlines()
     return json.loads(line)
+
+
+def s_client(server, server_name, *extra):
+    """One handshake by `openssl s_client -servername NAME -showcerts` (stdin empty: it closes right after the
+    handshake). Returns its output and the certificates the server sent, leaf first."""
+    completed = subprocess.run(
+        ["openssl", "s_client", "-connect", f"127.0.0.1:{server.tls_port}", "-servername", server_name,
+         "-CAfile", str(server.ca), "-showcerts", *extra],
+        capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=30)
+    pems = re.findall(r"-----BEGIN CERTIFICATE-----\n.*?-----END CERTIFICATE-----\n", completed.stdout, re.S)
+    return completed, [x509.load_pem_x509_certificate(pem.encode()) for pem in pems]
 
 
 def new_entries(server, seen, timeout_ms=5000):
@@ -230,6 +241,22 @@ GO_VERDICT = {
     "weak-key": None,  # Go accepts RSA 1024
     "rotated": None,
 }
+# openssl s_client -verify_hostname HOST -verify_return_error: its "Verify return code" (0: the handshake completes).
+S_CLIENT_VERDICT = {
+    "valid": "0 (ok)",
+    "expired": "10 (certificate has expired)",
+    "not-yet-valid": "9 (certificate is not yet valid)",
+    "wrong-host": "62 (hostname mismatch)",
+    "self-signed": "18 (self-signed certificate)",
+    "untrusted-root": "20 (unable to get local issuer certificate)",
+    "incomplete-chain": "20 (unable to get local issuer certificate)",
+    "expired-intermediate": "10 (certificate has expired)",
+    "cn-only": "0 (ok)",        # OpenSSL's host check falls back to the CN when there is no subjectAltName
+    "no-server-auth-eku": "26 (unsuitable certificate purpose)",
+    "too-long-validity": "0 (ok)",
+    "weak-key": "66 (EE certificate key too weak)",
+    "rotated": "0 (ok)",
+}
 # The alert the client sends (journal alertReceived), for OpenSSL clients and Go. curl checks the host name
 # after the handshake and closes without an alert ("completed", no request).
 OPENSSL_ALERT = {
@@ -251,52 +278,109 @@ def check_failed_handshake(server, seen, certificate, alert):
         assert tls["handshake"] == "client-alert" and tls["alertReceived"] == alert, entry
 
 
+# Chosen by server name (NAME.localhost, on a listener serving `valid`) the verdicts are the same except for the
+# two certificates that do not name NAME.localhost: wrong-host's errors name the host asked for, and cn-only,
+# whose one name is its CN=localhost, is refused by every client.
+BY_NAME_CURL_VERDICT = {
+    "wrong-host": (60, "no alternative certificate subject name matches target host name 'wrong-host.localhost'"),
+    "cn-only": (60, "SSL: certificate subject name 'localhost' does not match target host name 'cn-only.localhost'"),
+}
+BY_NAME_PYTHON_VERDICT = {
+    "wrong-host": "Hostname mismatch, certificate is not valid for 'wrong-host.localhost'",
+    "cn-only": "Hostname mismatch, certificate is not valid for 'cn-only.localhost'",
+}
+BY_NAME_S_CLIENT_VERDICT = {"wrong-host": "62 (hostname mismatch)", "cn-only": "62 (hostname mismatch)"}
+BY_NAME_GO_VERDICT = {
+    "wrong-host": "x509: certificate is valid for wrong-host.invalid, not wrong-host.localhost",
+    "cn-only": "x509: certificate is not valid for any names, but wanted to match cn-only.localhost",
+}
+
+
+def resolve_localhost_names(monkeypatch):
+    """Makes NAME.localhost resolve to 127.0.0.1 in this process, as curl and browsers do and glibc does not."""
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host, *args, **kwargs):
+        if isinstance(host, str) and host.endswith(".localhost"):
+            host = "127.0.0.1"
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+
+
 @pytest.mark.parametrize("certificate", CERTIFICATES)
-def test_certificate_catalogue(https, go_client, certificate):
-    server = https(args=["--tls-certificate", certificate])
+@pytest.mark.parametrize("way", ["tls-certificate", "server-name"])
+def test_certificate_catalogue(https, go_client, monkeypatch, way, certificate):
+    """Each client's verdict on each catalogue certificate, chosen by `--tls-certificate NAME` (the client asks for
+    `localhost`) or by server name (the client asks for `NAME.localhost`)."""
+    curl_verdict, python_verdict, go_verdict, s_client_verdict = (
+        CURL_VERDICT[certificate], PYTHON_VERDICT[certificate], GO_VERDICT[certificate], S_CLIENT_VERDICT[certificate])
+    # curl checks the host name after the handshake and closes without an alert.
+    curl_checks_host = certificate == "wrong-host"
+    # ssl.create_default_context keeps the CN fallback (hostname_checks_common_name); urllib3 2 turns it off.
+    httpx_verdict = None if certificate == "cn-only" else python_verdict
+    if way == "tls-certificate":
+        server = https(args=["--tls-certificate", certificate])
+        host, curl_flags, go_flags, go_host = "localhost", [], [], "localhost"
+    else:
+        server = https()
+        host = f"{certificate}.localhost"
+        curl_flags = ["--connect-to", f"{host}:{server.tls_port}:127.0.0.1:{server.tls_port}"]
+        go_flags, go_host = ["-servername", host], "127.0.0.1"
+        resolve_localhost_names(monkeypatch)
+        curl_verdict = BY_NAME_CURL_VERDICT.get(certificate, curl_verdict)
+        python_verdict = httpx_verdict = BY_NAME_PYTHON_VERDICT.get(certificate, python_verdict)
+        go_verdict = BY_NAME_GO_VERDICT.get(certificate, go_verdict)
+        s_client_verdict = BY_NAME_S_CLIENT_VERDICT.get(certificate, s_client_verdict)
+        curl_checks_host = certificate in ("wrong-host", "cn-only")
     seen = len(server.journal())
 
-    code, out, err = curl(server)
-    if CURL_VERDICT[certificate] is not None:
-        expected_code, fragment = CURL_VERDICT[certificate]
+    code, out, err = curl(server, *curl_flags, host=host)
+    if curl_verdict is not None:
+        expected_code, fragment = curl_verdict
         assert code == expected_code and fragment in err, (code, err)
-        curl_alert = None if certificate == "wrong-host" else OPENSSL_ALERT[certificate]
-        check_failed_handshake(server, seen, certificate, curl_alert)
+        check_failed_handshake(server, seen, certificate, None if curl_checks_host else OPENSSL_ALERT[certificate])
     else:
         assert (code, out) == (0, BODY), err
         new_entries(server, seen)
     seen += 1
 
-    response, error = python_requests(server)
-    if PYTHON_VERDICT[certificate] is None:
+    response, error = python_requests(server, host=host)
+    if python_verdict is None:
         assert error is None and response.text == BODY, error
         seen += 1
     else:
         assert isinstance(error, requests.exceptions.SSLError), repr(error)
-        assert "CERTIFICATE_VERIFY_FAILED" in str(error) and PYTHON_VERDICT[certificate] in str(error), str(error)
+        assert "CERTIFICATE_VERIFY_FAILED" in str(error) and python_verdict in str(error), str(error)
         check_failed_handshake(server, seen, certificate, OPENSSL_ALERT[certificate])
         seen += 1
 
-    response, error = python_httpx(server)
-    if certificate == "cn-only":
-        # ssl.create_default_context keeps the CN fallback (hostname_checks_common_name); urllib3 2 turns it off.
-        assert error is None and response.text == BODY, error
-        seen += 1
-    elif PYTHON_VERDICT[certificate] is None:
+    response, error = python_httpx(server, host=host)
+    if httpx_verdict is None:
         assert error is None and response.text == BODY, error
         seen += 1
     else:
         assert isinstance(error, httpx.ConnectError), repr(error)
-        assert PYTHON_VERDICT[certificate] in str(error), str(error)
+        assert httpx_verdict in str(error), str(error)
         check_failed_handshake(server, seen, certificate, OPENSSL_ALERT[certificate])
         seen += 1
 
-    result = go(go_client, server)
-    if GO_VERDICT[certificate] is None:
+    result = go(go_client, server, *go_flags, host=go_host)
+    if go_verdict is None:
         assert result["status"] == 200 and result["bodyLength"] == len(BODY), result
     else:
-        assert result["phase"] == "do" and GO_VERDICT[certificate] in result["error"], result
+        assert result["phase"] == "do" and go_verdict in result["error"], result
         check_failed_handshake(server, seen, certificate, GO_ALERT)
+    seen += 1
+
+    completed, _ = s_client(server, host, "-verify_hostname", host, "-verify_return_error")
+    assert f"Verify return code: {s_client_verdict}" in completed.stdout, completed.stdout + completed.stderr
+    if s_client_verdict == "0 (ok)":  # stdin is empty: it closes right after the handshake
+        assert completed.returncode == 0, completed.stderr
+        check_failed_handshake(server, seen, certificate, None)
+    else:
+        assert completed.returncode == 1, completed.stdout
+        check_failed_handshake(server, seen, certificate, OPENSSL_ALERT[certificate])
     if certificate == "not-yet-valid":
         assert "is before" in result["error"]
     if certificate in ("expired", "expired-intermediate"):
@@ -371,17 +455,6 @@ def describe_leaf(certificates):
 
     return {"key": kind, "subject": leaf.subject.rfc4514_string(), "san": san, "issuer": common_name(leaf.issuer),
             "chain": [common_name(c.subject) for c in chain]}
-
-
-def s_client(server, server_name, *extra):
-    """One handshake by `openssl s_client -servername NAME -showcerts` (stdin empty: it closes right after the
-    handshake). Returns its output and the certificates the server sent, leaf first."""
-    completed = subprocess.run(
-        ["openssl", "s_client", "-connect", f"127.0.0.1:{server.tls_port}", "-servername", server_name,
-         "-CAfile", str(server.ca), "-showcerts", *extra],
-        capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=30)
-    pems = re.findall(r"-----BEGIN CERTIFICATE-----\n.*?-----END CERTIFICATE-----\n", completed.stdout, re.S)
-    return completed, [x509.load_pem_x509_certificate(pem.encode()) for pem in pems]
 
 
 def catalogue_pins(run_cli, server):
