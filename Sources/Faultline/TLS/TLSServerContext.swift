@@ -239,7 +239,7 @@ extension ServerIdentity {
     /// take their own references, so the identity's one chain stack serves every connection.
     func install(onConnection ssl: OpaquePointer) -> Bool {
         // The connection starts with a copy of the context's certificates, one slot per key type, and OpenSSL
-        // serves the first filled slot the client can verify, in the server's order: ECDSA before RSA.
+        // serves the first filled slot whose key signs with an algorithm the client offers, ECDSA before RSA.
         // SSL_use_certificate fills only its key's slot, so the default's would stay: the RSA weak-key would go
         // out as the P-256 default, and a P-256 certificate as an RSA default to a client that offers RSA only,
         // while the journal names this one. So every slot (certificate, key and chain) is emptied first.
