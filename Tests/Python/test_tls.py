@@ -5,14 +5,15 @@ catalogue certificate's error per client, each handshake fault, mutual TLS, resu
 HTTP/1.1 features over TLS. Each test has its own server and its own `--tls-dir` under tmp_path (creating the
 authority takes milliseconds). Nothing sleeps: the journal is long-polled or polled with a deadline.
 
-The certificate of each catalogue name is chosen with `--tls-certificate NAME` and the client asks for
-`localhost`; test_sni_selects_the_certificate chooses by server name (`NAME.localhost`) instead."""
+test_certificate_catalogue chooses each catalogue certificate both ways: with `--tls-certificate NAME`, the client
+asking for `localhost`, and by server name, the client asking for `NAME.localhost`."""
 
 import base64
 import hashlib
 import json
 import math
 import os
+import re
 import socket
 import ssl
 import stat
@@ -25,6 +26,7 @@ import pytest
 import requests
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 
 CERTIFICATES = ["valid", "expired", "not-yet-valid", "wrong-host", "self-signed", "untrusted-root", "incomplete-chain",
@@ -94,6 +96,17 @@ def go(go_client, server, *flags, host="localhost", timeout="5s", env=None):
     assert completed.returncode == 0, completed.stderr
     (line,) = completed.stdout.splitlines()
     return json.loads(line)
+
+
+def s_client(server, server_name, *extra):
+    """One handshake by `openssl s_client -servername NAME -showcerts` (stdin empty: it closes right after the
+    handshake). Returns its output and the certificates the server sent, leaf first."""
+    completed = subprocess.run(
+        ["openssl", "s_client", "-connect", f"127.0.0.1:{server.tls_port}", "-servername", server_name,
+         "-CAfile", str(server.ca), "-showcerts", *extra],
+        capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=30)
+    pems = re.findall(r"-----BEGIN CERTIFICATE-----\n.*?-----END CERTIFICATE-----\n", completed.stdout, re.S)
+    return completed, [x509.load_pem_x509_certificate(pem.encode()) for pem in pems]
 
 
 def new_entries(server, seen, timeout_ms=5000):
@@ -228,6 +241,22 @@ GO_VERDICT = {
     "weak-key": None,  # Go accepts RSA 1024
     "rotated": None,
 }
+# openssl s_client -verify_hostname HOST -verify_return_error: its "Verify return code" (0: the handshake completes).
+S_CLIENT_VERDICT = {
+    "valid": "0 (ok)",
+    "expired": "10 (certificate has expired)",
+    "not-yet-valid": "9 (certificate is not yet valid)",
+    "wrong-host": "62 (hostname mismatch)",
+    "self-signed": "18 (self-signed certificate)",
+    "untrusted-root": "20 (unable to get local issuer certificate)",
+    "incomplete-chain": "20 (unable to get local issuer certificate)",
+    "expired-intermediate": "10 (certificate has expired)",
+    "cn-only": "0 (ok)",        # OpenSSL's host check falls back to the CN when there is no subjectAltName
+    "no-server-auth-eku": "26 (unsuitable certificate purpose)",
+    "too-long-validity": "0 (ok)",
+    "weak-key": "66 (EE certificate key too weak)",
+    "rotated": "0 (ok)",
+}
 # The alert the client sends (journal alertReceived), for OpenSSL clients and Go. curl checks the host name
 # after the handshake and closes without an alert ("completed", no request).
 OPENSSL_ALERT = {
@@ -249,52 +278,109 @@ def check_failed_handshake(server, seen, certificate, alert):
         assert tls["handshake"] == "client-alert" and tls["alertReceived"] == alert, entry
 
 
+# Chosen by server name (NAME.localhost, on a listener serving `valid`) the verdicts are the same except for the
+# two certificates that do not name NAME.localhost: wrong-host's errors name the host asked for, and cn-only,
+# whose one name is its CN=localhost, is refused by every client.
+BY_NAME_CURL_VERDICT = {
+    "wrong-host": (60, "no alternative certificate subject name matches target host name 'wrong-host.localhost'"),
+    "cn-only": (60, "SSL: certificate subject name 'localhost' does not match target host name 'cn-only.localhost'"),
+}
+BY_NAME_PYTHON_VERDICT = {
+    "wrong-host": "Hostname mismatch, certificate is not valid for 'wrong-host.localhost'",
+    "cn-only": "Hostname mismatch, certificate is not valid for 'cn-only.localhost'",
+}
+BY_NAME_S_CLIENT_VERDICT = {"wrong-host": "62 (hostname mismatch)", "cn-only": "62 (hostname mismatch)"}
+BY_NAME_GO_VERDICT = {
+    "wrong-host": "x509: certificate is valid for wrong-host.invalid, not wrong-host.localhost",
+    "cn-only": "x509: certificate is not valid for any names, but wanted to match cn-only.localhost",
+}
+
+
+def resolve_localhost_names(monkeypatch):
+    """Makes NAME.localhost resolve to 127.0.0.1 in this process, as curl and browsers do and glibc does not."""
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host, *args, **kwargs):
+        if isinstance(host, str) and host.endswith(".localhost"):
+            host = "127.0.0.1"
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+
+
 @pytest.mark.parametrize("certificate", CERTIFICATES)
-def test_certificate_catalogue(https, go_client, certificate):
-    server = https(args=["--tls-certificate", certificate])
+@pytest.mark.parametrize("way", ["tls-certificate", "server-name"])
+def test_certificate_catalogue(https, go_client, monkeypatch, way, certificate):
+    """Each client's verdict on each catalogue certificate, chosen by `--tls-certificate NAME` (the client asks for
+    `localhost`) or by server name (the client asks for `NAME.localhost`)."""
+    curl_verdict, python_verdict, go_verdict, s_client_verdict = (
+        CURL_VERDICT[certificate], PYTHON_VERDICT[certificate], GO_VERDICT[certificate], S_CLIENT_VERDICT[certificate])
+    # curl checks the host name after the handshake and closes without an alert.
+    curl_checks_host = certificate == "wrong-host"
+    # ssl.create_default_context keeps the CN fallback (hostname_checks_common_name); urllib3 2 turns it off.
+    httpx_verdict = None if certificate == "cn-only" else python_verdict
+    if way == "tls-certificate":
+        server = https(args=["--tls-certificate", certificate])
+        host, curl_flags, go_flags, go_host = "localhost", [], [], "localhost"
+    else:
+        server = https()
+        host = f"{certificate}.localhost"
+        curl_flags = ["--connect-to", f"{host}:{server.tls_port}:127.0.0.1:{server.tls_port}"]
+        go_flags, go_host = ["-servername", host], "127.0.0.1"
+        resolve_localhost_names(monkeypatch)
+        curl_verdict = BY_NAME_CURL_VERDICT.get(certificate, curl_verdict)
+        python_verdict = httpx_verdict = BY_NAME_PYTHON_VERDICT.get(certificate, python_verdict)
+        go_verdict = BY_NAME_GO_VERDICT.get(certificate, go_verdict)
+        s_client_verdict = BY_NAME_S_CLIENT_VERDICT.get(certificate, s_client_verdict)
+        curl_checks_host = certificate in ("wrong-host", "cn-only")
     seen = len(server.journal())
 
-    code, out, err = curl(server)
-    if CURL_VERDICT[certificate] is not None:
-        expected_code, fragment = CURL_VERDICT[certificate]
+    code, out, err = curl(server, *curl_flags, host=host)
+    if curl_verdict is not None:
+        expected_code, fragment = curl_verdict
         assert code == expected_code and fragment in err, (code, err)
-        curl_alert = None if certificate == "wrong-host" else OPENSSL_ALERT[certificate]
-        check_failed_handshake(server, seen, certificate, curl_alert)
+        check_failed_handshake(server, seen, certificate, None if curl_checks_host else OPENSSL_ALERT[certificate])
     else:
         assert (code, out) == (0, BODY), err
         new_entries(server, seen)
     seen += 1
 
-    response, error = python_requests(server)
-    if PYTHON_VERDICT[certificate] is None:
+    response, error = python_requests(server, host=host)
+    if python_verdict is None:
         assert error is None and response.text == BODY, error
         seen += 1
     else:
         assert isinstance(error, requests.exceptions.SSLError), repr(error)
-        assert "CERTIFICATE_VERIFY_FAILED" in str(error) and PYTHON_VERDICT[certificate] in str(error), str(error)
+        assert "CERTIFICATE_VERIFY_FAILED" in str(error) and python_verdict in str(error), str(error)
         check_failed_handshake(server, seen, certificate, OPENSSL_ALERT[certificate])
         seen += 1
 
-    response, error = python_httpx(server)
-    if certificate == "cn-only":
-        # ssl.create_default_context keeps the CN fallback (hostname_checks_common_name); urllib3 2 turns it off.
-        assert error is None and response.text == BODY, error
-        seen += 1
-    elif PYTHON_VERDICT[certificate] is None:
+    response, error = python_httpx(server, host=host)
+    if httpx_verdict is None:
         assert error is None and response.text == BODY, error
         seen += 1
     else:
         assert isinstance(error, httpx.ConnectError), repr(error)
-        assert PYTHON_VERDICT[certificate] in str(error), str(error)
+        assert httpx_verdict in str(error), str(error)
         check_failed_handshake(server, seen, certificate, OPENSSL_ALERT[certificate])
         seen += 1
 
-    result = go(go_client, server)
-    if GO_VERDICT[certificate] is None:
+    result = go(go_client, server, *go_flags, host=go_host)
+    if go_verdict is None:
         assert result["status"] == 200 and result["bodyLength"] == len(BODY), result
     else:
-        assert result["phase"] == "do" and GO_VERDICT[certificate] in result["error"], result
+        assert result["phase"] == "do" and go_verdict in result["error"], result
         check_failed_handshake(server, seen, certificate, GO_ALERT)
+    seen += 1
+
+    completed, _ = s_client(server, host, "-verify_hostname", host, "-verify_return_error")
+    assert f"Verify return code: {s_client_verdict}" in completed.stdout, completed.stdout + completed.stderr
+    if s_client_verdict == "0 (ok)":  # stdin is empty: it closes right after the handshake
+        assert completed.returncode == 0, completed.stderr
+        check_failed_handshake(server, seen, certificate, None)
+    else:
+        assert completed.returncode == 1, completed.stdout
+        check_failed_handshake(server, seen, certificate, OPENSSL_ALERT[certificate])
     if certificate == "not-yet-valid":
         assert "is before" in result["error"]
     if certificate in ("expired", "expired-intermediate"):
@@ -321,6 +407,132 @@ def test_sni_selects_the_certificate(https, go_client):
     code, _, err = curl(server, "--connect-to", f"expired.localhost:{server.tls_port}:127.0.0.1:{server.tls_port}",
                         host="expired.localhost")
     assert code == 60 and "certificate has expired" in err, err
+
+
+
+# -- 2a. the certificate on the wire is the one the journal names --------------------------------------
+
+# The intermediate sent after each leaf (openssl s_client -showcerts); None: the leaf alone.
+CHAIN = {name: "Faultline Intermediate CA" for name in CERTIFICATES}
+CHAIN.update({"self-signed": None, "untrusted-root": None, "incomplete-chain": None,
+              "expired-intermediate": "Faultline Expired Intermediate CA"})
+ISSUER = {**CHAIN, "self-signed": "localhost", "untrusted-root": "Faultline Untrusted CA",
+          "incomplete-chain": "Faultline Intermediate CA"}
+
+
+def expected_leaf(name):
+    """What catalogue certificate `name` is (CertificateAuthority.issue): key, subject, subjectAltName."""
+    key = ("RSA", 1024) if name == "weak-key" else ("EC", "secp256r1")
+    common_name = "wrong-host.invalid" if name == "wrong-host" else "localhost"
+    if name == "cn-only":
+        san = None
+    elif name == "wrong-host":
+        san = ["DNS:wrong-host.invalid"]
+    else:
+        san = ["DNS:localhost", "DNS:*.localhost", f"DNS:{name}.localhost", "IP:127.0.0.1", "IP:::1"]
+    return {"key": key, "subject": f"CN={common_name},O=Faultline", "san": san, "issuer": ISSUER[name],
+            "chain": [CHAIN[name]] if CHAIN[name] else []}
+
+
+def describe_leaf(certificates):
+    """The same description of what a server sent: its leaf first, then the chain."""
+    leaf, chain = certificates[0], certificates[1:]
+    key = leaf.public_key()
+    if isinstance(key, rsa.RSAPublicKey):
+        kind = ("RSA", key.key_size)
+    else:
+        assert isinstance(key, ec.EllipticCurvePublicKey), key
+        kind = ("EC", key.curve.name)
+    try:
+        names = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        san = [f"DNS:{n}" for n in names.get_values_for_type(x509.DNSName)] + [
+            f"IP:{a}" for a in names.get_values_for_type(x509.IPAddress)]
+    except x509.ExtensionNotFound:
+        san = None
+
+    def common_name(name):
+        return name.get_attributes_for_oid(x509.NameOID.COMMON_NAME)[0].value
+
+    return {"key": kind, "subject": leaf.subject.rfc4514_string(), "san": san, "issuer": common_name(leaf.issuer),
+            "chain": [common_name(c.subject) for c in chain]}
+
+
+def catalogue_pins(run_cli, server):
+    """`faultline ca --pins` for the server's --tls-dir: {name: "sha256/…"}."""
+    listed = run_cli("ca", "--tls-dir", server.tls_dir, "--pins")
+    assert listed.returncode == 0, listed.stderr
+    pins = dict(line.split(" ", 1) for line in listed.stdout.splitlines() if line.strip())
+    assert sorted(pins) == sorted(CERTIFICATES) and len(set(pins.values())) == len(CERTIFICATES), pins
+    return pins
+
+
+def check_served(server, seen, pins, name, server_name):
+    """Handshakes asking for `server_name` where `name` is to be served: what s_client received is `name`'s
+    certificate (key, subject, subjectAltName, issuer, chain, pin), and the journal names `name` too."""
+    completed, certificates = s_client(server, server_name)
+    assert completed.returncode == 0 and certificates, completed.stdout + completed.stderr
+    served_pin = spki_pin(certificates[0].public_bytes(serialization.Encoding.DER))
+    served_name = {pin: n for n, pin in pins.items()}.get(served_pin)
+    (entry,) = new_entries(server, seen)
+    tls = entry["tls"]
+    # The journal claims `name`; the pin says which certificate was really sent.
+    assert (tls["certificate"], served_name) == (name, name), (server_name, tls)
+    assert describe_leaf(certificates) == expected_leaf(name), server_name
+    assert tls["serverName"] == server_name and tls["handshake"] == "completed", tls
+    if name == "weak-key":
+        # OpenSSL's own report of the key it was sent.
+        key_line, signature_line = "Server public key is 1024 bit", "Peer signature type: RSA-PSS"
+    else:
+        key_line, signature_line = "Server public key is 256 bit", "Peer signature type: ECDSA"
+    assert key_line in completed.stdout and signature_line in completed.stdout, completed.stdout
+
+
+@pytest.mark.parametrize("way", ["server-name", "scenario", "tls-certificate"])
+def test_the_certificate_served_is_the_one_journaled(https, run_cli, way):
+    """Every catalogue certificate, chosen each way a connection can choose one (README: A connection gets one
+    by), is the certificate on the wire: the journal's `tls.certificate`, the served leaf's key and names, and its
+    pin in `faultline ca --pins` all agree. (The RSA weak-key once went out as valid's P-256 certificate when
+    chosen by name or scenario, journaled weak-key.)"""
+    if way == "tls-certificate":
+        for name in CERTIFICATES:
+            server = https(args=["--tls-certificate", name])
+            check_served(server, len(server.journal()), catalogue_pins(run_cli, server), name, "localhost")
+            server.stop()
+        return
+    if way == "server-name":
+        server = https()
+    else:
+        server = https(tls={"handshakes": [{"certificate": name} for name in CERTIFICATES]})
+    pins = catalogue_pins(run_cli, server)
+    for seen, name in enumerate(CERTIFICATES):
+        check_served(server, seen, pins, name, f"{name}.localhost" if way == "server-name" else "localhost")
+
+
+
+@pytest.mark.parametrize("way", ["server-name", "scenario"])
+def test_an_rsa_only_client_is_not_sent_the_listeners_rsa_certificate(https, way):
+    """The reverse of the weak-key mix-up: with the RSA weak-key as the listener's certificate and the P-256
+    `valid` chosen for the connection, a client that offers only RSA signature algorithms once got weak-key's
+    certificate, journaled `valid`. It is refused, as a `valid` listener refuses it."""
+    rsa_only = ["-sigalgs", "rsa_pss_rsae_sha256:rsa_pkcs1_sha256"]
+    if way == "server-name":
+        server = https(args=["--tls-certificate", "weak-key"])
+        server_names = ["valid.localhost", "weak-key.localhost"]
+    else:
+        server = https(tls={"handshakes": [{"certificate": "valid"}, {"certificate": "weak-key"}]},
+                       args=["--tls-certificate", "weak-key"])
+        server_names = ["localhost", "localhost"]
+    completed, certificates = s_client(server, server_names[0], *rsa_only)
+    assert certificates == [] and "alert handshake failure" in completed.stderr, completed.stdout + completed.stderr
+    (entry,) = new_entries(server, 0)
+    tls = entry["tls"]
+    assert (tls["certificate"], tls["handshake"], tls["alertSent"]) == ("valid", "alert-sent", "handshake_failure")
+    assert tls["error"] == "no suitable signature algorithm", tls
+    # The same client still gets weak-key when it is the certificate chosen.
+    completed, certificates = s_client(server, server_names[1], *rsa_only)
+    assert "Server public key is 1024 bit" in completed.stdout, completed.stdout + completed.stderr
+    assert describe_leaf(certificates) == expected_leaf("weak-key")
+    assert new_entries(server, 1)[0]["tls"]["certificate"] == "weak-key"
 
 
 # -- 3. handshake faults ---------------------------------------------------------------------------------

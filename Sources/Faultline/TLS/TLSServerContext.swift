@@ -235,9 +235,15 @@ extension ServerIdentity {
         return faultline_SSL_CTX_set1_chain(context, chainStack) == 1
     }
 
-    /// Makes this one connection's certificate (from the ClientHello callback). The set1 calls take their own
-    /// references, so the identity's one chain stack serves every connection.
+    /// Makes this one connection's certificate, and its only one (from the ClientHello callback). The set1 calls
+    /// take their own references, so the identity's one chain stack serves every connection.
     func install(onConnection ssl: OpaquePointer) -> Bool {
+        // The connection starts with a copy of the context's certificates, one slot per key type, and OpenSSL
+        // serves the first filled slot whose key signs with an algorithm the client offers, ECDSA before RSA.
+        // SSL_use_certificate fills only its key's slot, so the default's would stay: the RSA weak-key would go
+        // out as the P-256 default, and a P-256 certificate as an RSA default to a client that offers RSA only,
+        // while the journal names this one. So every slot (certificate, key and chain) is emptied first.
+        SSL_certs_clear(ssl)
         guard SSL_use_certificate(ssl, certificate) == 1, SSL_use_PrivateKey(ssl, privateKey) == 1 else { return false }
         return faultline_SSL_set1_chain(ssl, chainStack) == 1
     }
