@@ -12,11 +12,14 @@ struct ConnectionInfo {
     let clientHost: String
     /// Accepted on the admin-only port (`--admin-port`): it serves the admin API and nothing else.
     var adminOnly = false
+    /// Monotonic ns at accept: a request on a connection opened after an answer went out was sent after it.
+    let openedAtNanos: UInt64
 
     init(id: Int, clientAddress: String) {
         self.id = id
         self.clientAddress = clientAddress
         clientHost = clientAddress.lastIndex(of: ":").map { String(clientAddress[..<$0]) } ?? clientAddress
+        openedAtNanos = Clock.monotonicNanos()
     }
 }
 
@@ -55,7 +58,9 @@ final class Dispatcher {
             now: context.arrivedNow
                 ? EngineInstant(monotonicNanos: context.arrival.monotonicNanos, wallSeconds: context.arrival.wall)
                 : core.now(),
-            arrivedAtNanos: context.arrival.monotonicNanos)
+            attempt: Retries.Attempt(
+                connection: connection.id, stream: context.stream, connectionOpenedAtNanos: connection.openedAtNanos,
+                arrivedAtNanos: context.arrival.monotonicNanos))
         var entry = Self.entry(context, connection, head: request.head, body: request.body)
         entry.record(decision)
         if let shaped = core.network.shapedLabel {
@@ -167,6 +172,7 @@ final class Dispatcher {
             clientAddress: connection.clientAddress, head: head, rawRequestLine: rawRequestLine, body: body,
             bodySize: body.count, malformed: malformed)
         if let tls = connection.tls { entry.tls = tls }
+        entry.connectionOpenedAtMonotonicNanos = connection.openedAtNanos
         if connection.exchangeProtocol != .http1 {
             entry.exchangeProtocol = connection.exchangeProtocol
             entry.stream = context.stream

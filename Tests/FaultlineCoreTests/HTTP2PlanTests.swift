@@ -119,7 +119,7 @@ struct HTTP2PlanTests {
         let headers = key.map { [("Idempotency-Key", $0)] } ?? []
         let request = EngineTests.request(method, "/orders", headers: headers, body: "{}", version: stream == nil ? .http1_1 : .http2)
         var entry = JournalEntry(
-            sequence: sequence, receivedAtWall: 0, receivedAtMonotonicNanos: UInt64(sequence) * 1_000_000,
+            sequence: sequence, receivedAtWall: 0, receivedAtMonotonicNanos: UInt64(sequence) * 100_000_000,
             connectionID: sequence, indexOnConnection: 0, clientAddress: "t", head: request.head, body: request.body,
             bodySize: request.body.count)
         entry.route = .route("orders")

@@ -140,7 +140,9 @@ import Testing
             case .arrive(let index):
                 let attempt = attempts[index]
                 let http = EngineTests.request("GET", attempt.path, version: attempt.stream == nil ? .http1_1 : .http2)
-                let decision = engine.decide(http, requestID: journal.nextSequence, now: now)
+                let decision = engine.decide(
+                    http, requestID: journal.nextSequence, now: now,
+                    attempt: Retries.Attempt(connection: attempt.connection, stream: attempt.stream, arrivedAtNanos: ms * 1_000_000))
                 var entry = JournalEntry(
                     receivedAtWall: 0, receivedAtMonotonicNanos: ms * 1_000_000, connectionID: attempt.connection,
                     indexOnConnection: 0, clientAddress: "t", head: http.head, body: [], bodySize: 0)
@@ -201,6 +203,17 @@ import Testing
         #expect(honours.outcome == .fail)
         #expect(honours.explanation.hasPrefix("request #4 came "), "\(honours.explanation)")
         #expect(honours.explanation.contains("whose Retry-After asked for 1000 ms"))
+    }
+
+    @Test func aRequestOnAnOpenConnectionWithinTheGraceIsNotARetry() throws {
+        // Read 5 ms after the first answer, on another connection that was already open: part of the burst.
+        let burst = try Self.judge([Attempt(path: "/gone", arrives: 0, ends: 1, connection: 1),
+                                    Attempt(path: "/gone", arrives: 6, ends: 7, connection: 2)])
+        #expect(burst["noRetryOn4xx"]?.outcome == .pass && burst["maxAttempts"]?.outcome == .pass)
+        // 10 ms after it: sent because of it.
+        let retried = try Self.judge([Attempt(path: "/gone", arrives: 0, ends: 1, connection: 1),
+                                      Attempt(path: "/gone", arrives: 11, ends: 12, connection: 2)])
+        #expect(retried["noRetryOn4xx"]?.outcome == .fail && retried["maxAttempts"]?.outcome == .fail)
     }
 
     @Test func aRequestThatOverlapsTheAnswerIsNotItsRetry() throws {

@@ -805,3 +805,96 @@ def test_a_request_that_never_ends_is_answered_408_and_journaled(h2server):
     (entry,) = server.wait_for(1, malformed="true")
     assert entry["response"]["status"] == 408 and entry["bodySize"] == len(b"half a body")
     assert "not complete within 300 ms" in entry["error"]
+
+
+# -- concurrent identical requests are not retries (ARCHITECTURE §8, Retries) ------------------------------
+
+
+def burst(server, path, count, multiplexed):
+    """`count` identical GETs sent at once, before any answer is read: HEADERS on `count` streams of one h2c
+    connection in one write (an h2 client multiplexing), or one request on each of `count` HTTP/1.1 connections
+    opened beforehand (a client's pool), written back to back. Returns the statuses, in the order sent."""
+    if multiplexed:
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        connection.initiate_connection()
+        streams = [1 + 2 * index for index in range(count)]
+        for stream in streams:
+            connection.send_headers(stream, [(":method", "GET"), (":path", path), (":scheme", "http"),
+                                             (":authority", "localhost")], end_stream=True)
+        sock.sendall(connection.data_to_send())
+        statuses, ended = {}, set()
+        try:
+            while len(ended) < count:
+                data = sock.recv(65536)
+                assert data, "the server closed the connection"
+                for event in connection.receive_data(data):
+                    if isinstance(event, h2.events.ResponseReceived):
+                        statuses[event.stream_id] = int(dict(event.headers)[b":status"])
+                    elif isinstance(event, h2.events.DataReceived):
+                        connection.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                    elif isinstance(event, (h2.events.StreamEnded, h2.events.StreamReset)):
+                        ended.add(event.stream_id)
+                sock.sendall(connection.data_to_send())
+        finally:
+            sock.close()
+        return [statuses[stream] for stream in streams]
+    pool = [socket.create_connection(("127.0.0.1", server.port), timeout=10) for _ in range(count)]
+    try:
+        for sock in pool:
+            sock.sendall(f"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
+        statuses = []
+        for sock in pool:
+            head = b""
+            while b"\r\n" not in head:
+                chunk = sock.recv(4096)
+                assert chunk, "the server closed the connection"
+                head += chunk
+            statuses.append(int(head.split(b" ", 2)[1]))
+        return statuses
+    finally:
+        for sock in pool:
+            sock.close()
+
+
+def report_by_rule(server):
+    return {v["rule"]: v for v in server.admin_json("GET", "report")["verdicts"]}
+
+
+@pytest.mark.parametrize("multiplexed", [True, False], ids=["h2c-streams", "http1-connections"])
+def test_concurrent_404s_are_three_requests_not_three_attempts(h2server, multiplexed):
+    server = h2server(routes=[route("gone", {"status": 404, "json": {"error": "gone"}})], name="gone",
+                      expect={"maxAttempts": 1, "noRetryOn4xx": True})
+    assert burst(server, "/gone", 3, multiplexed) == [404] * 3
+    entries = server.wait_for(3, route="gone")
+    assert {e["protocol"] for e in entries} == {"h2c" if multiplexed else "http/1.1"}
+    verdicts = report_by_rule(server)
+    assert verdicts["maxAttempts"]["outcome"] == "pass", verdicts
+    assert verdicts["noRetryOn4xx"]["outcome"] == "pass", verdicts
+
+
+@pytest.mark.parametrize("multiplexed", [True, False], ids=["h2c-streams", "http1-connections"])
+def test_concurrent_503s_each_waited_out_pass_honors_retry_after(h2server, multiplexed):
+    server = h2server(routes=[route("busy", {"status": 503, "headers": {"Retry-After": "1"}, "times": 3}, ok())],
+                      name="busy", expect={"honorsRetryAfter": True})
+    assert burst(server, "/busy", 3, multiplexed) == [503] * 3
+    time.sleep(1.1)  # the client's own wait, as Retry-After asked
+    assert burst(server, "/busy", 3, multiplexed) == [200] * 3
+    server.wait_for(6, route="busy")
+    verdict = report_by_rule(server)["honorsRetryAfter"]
+    assert verdict["outcome"] == "pass", verdict
+    assert verdict["explanation"] == "3 retries after Retry-After, none early", verdict
+
+
+@pytest.mark.parametrize("multiplexed", [True, False], ids=["h2c-streams", "http1-connections"])
+def test_one_early_retry_after_a_burst_is_named(h2server, multiplexed):
+    # Retry-After: 60, so the immediate retry is early however slow the machine is.
+    server = h2server(routes=[route("busy", {"status": 503, "headers": {"Retry-After": "60"}, "times": 3}, ok())],
+                      name="busy", expect={"honorsRetryAfter": True})
+    assert burst(server, "/busy", 3, multiplexed) == [503] * 3
+    assert burst(server, "/busy", 1, multiplexed) == [200]
+    first, second, third, early = server.wait_for(4, route="busy")
+    verdict = report_by_rule(server)["honorsRetryAfter"]
+    assert verdict["outcome"] == "fail", verdict
+    assert verdict["explanation"].startswith(f"request #{early['sequence']} came "), verdict
+    assert verdict["explanation"].endswith("whose Retry-After asked for 60000 ms"), verdict

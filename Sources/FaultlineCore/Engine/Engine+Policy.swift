@@ -160,7 +160,8 @@ extension Engine {
             }
             let trackerKey = RetryAfterKey.rateLimit(id: scoped.rule.id, bucket: bucket)
             if policy.retryAfter.hasPending,
-               let seen = policy.retryAfter.arrived(key: trackerKey, sequence: requestID, nowNanos: arrivalNanos) {
+               let seen = policy.retryAfter.arrived(
+                key: trackerKey, sequence: requestID, nowNanos: currentAttempt.arrivedAtNanos, attempt: currentAttempt) {
                 notes.append(.remark(Self.describe(seen)))
             }
             switch policy.limiter.check(
@@ -171,7 +172,7 @@ extension Engine {
                 let retryAfter = headers.first { $0.name.caseInsensitiveEquals("retry-after") }?.value ?? ""
                 policy.retryAfter.advertised(
                     key: trackerKey, sequence: requestID, status: status, retryAfter: retryAfter, waitMilliseconds: wait,
-                    nowNanos: now.monotonicNanos)
+                    nowNanos: now.monotonicNanos, connection: currentAttempt.connection, stream: currentAttempt.stream)
                 notes.append(.remark("rate limit \(scoped.rule.id): \(status), Retry-After \(retryAfter)"))
                 var response = HTTPResponse.json(status, .object([
                     ("error", .string(status == 429 ? "rate limited" : "service unavailable")),

@@ -125,8 +125,8 @@ package final class Engine {
     @exclusivity(unchecked) var tokenRandom = SeededRandom(seed: 0)
     @exclusivity(unchecked) private var nextResourceID = 1
     @exclusivity(unchecked) var policy = PolicyState(scenarios: [], now: EngineInstant())
-    /// When the request being decided arrived (monotonic ns): what `Retries.follows` compares with an answer's end.
-    @exclusivity(unchecked) var arrivalNanos: UInt64 = 0
+    /// Where and when the request being decided arrived: what `Retries.follows` compares with an answer's end.
+    @exclusivity(unchecked) var currentAttempt = Retries.Attempt(connection: 0, arrivedAtNanos: 0)
     @exclusivity(unchecked) private var loadedAt = EngineInstant()
     /// Handshakes decided so far, per scenario index with a `tls` section (`decideHandshake`).
     @exclusivity(unchecked) var handshakesServed: [Int: Int] = [:]
@@ -223,12 +223,12 @@ package final class Engine {
 
     /// Chooses the response for `request`, moving the matched route's cursor. `requestID` is the journal
     /// sequence number, for `{{request.id}}`; `connectionRequestIndex` counts earlier requests on the same
-    /// connection, for the connection policy; `arrivedAtNanos` is when the request arrived, if before `now`.
+    /// connection, for the connection policy; `attempt` is where and when the request arrived (`Retries.follows`).
     package func decide(
         _ request: HTTPRequest, requestID: Int, connectionRequestIndex: Int = 0, client: String = "",
-        now: EngineInstant = EngineInstant(), arrivedAtNanos: UInt64? = nil
+        now: EngineInstant = EngineInstant(), attempt: Retries.Attempt? = nil
     ) -> Decision {
-        arrivalNanos = arrivedAtNanos ?? now.monotonicNanos
+        currentAttempt = attempt ?? Retries.Attempt(connection: 0, arrivedAtNanos: now.monotonicNanos)
         let input = MatchInput(request: request)
         var extraHeaders: [(name: String, value: String)] = []
         var notes: [JournalNote] = []
@@ -358,7 +358,8 @@ package final class Engine {
         // A route's Retry-After is followed only by the same logical request (`Retries`).
         let logical = { Retries.label(input.request.head, loaded.scenario.expect?.logicalKey ?? .methodPathAndIdempotencyKey) }
         if policy.retryAfter.hasPending, let seen = policy.retryAfter.arrived(
-            key: retryKey(), logical: logical(), sequence: requestID, nowNanos: arrivalNanos) {
+            key: retryKey(), logical: logical(), sequence: requestID, nowNanos: currentAttempt.arrivedAtNanos,
+            attempt: currentAttempt) {
             notes.append(.remark(Self.describe(seen)))
         }
         var idempotencyKey: String?
@@ -493,7 +494,8 @@ package final class Engine {
            let wait = RetryAfterTracker.waitMilliseconds(retryAfter: retryAfter, wallSeconds: now.wallSeconds) {
             policy.retryAfter.advertised(
                 key: retryKey(), logical: logical(), sequence: requestID, status: prepared.step.status, retryAfter: retryAfter,
-                waitMilliseconds: wait, nowNanos: now.monotonicNanos)
+                waitMilliseconds: wait, nowNanos: now.monotonicNanos, connection: currentAttempt.connection,
+                stream: currentAttempt.stream)
             decision.completion = ExchangeCompletion(generation: generation, retryAfter: (retryKey(), requestID))
         }
         guard loaded.idempotency != nil else { return decision }

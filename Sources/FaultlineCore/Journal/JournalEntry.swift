@@ -69,6 +69,7 @@ public struct JournalEntry: Sendable {
         var isConnectionEntry = false
         var exchangeProtocol: ExchangeProtocol = .http1
         var stream: Int? = nil
+        var connectionOpenedAtMonotonicNanos: UInt64 = 0
         var http2: Rare<HTTP2ConnectionSummary>? = nil
         var resource: Rare<ResourceRecord>? = nil
         var websocket: Rare<WebSocketRecord>? = nil
@@ -238,6 +239,12 @@ public struct JournalEntry: Sendable {
     public var stream: Int? {
         get { storage.fields.stream }
         set { unique.fields.stream = newValue }
+    }
+    /// When the connection that carried the request was accepted (monotonic ns; 0 when unknown): a request on a
+    /// connection opened after an answer went out was sent after it (`Retries.follows`).
+    public var connectionOpenedAtMonotonicNanos: UInt64 {
+        get { storage.fields.connectionOpenedAtMonotonicNanos }
+        set { unique.fields.connectionOpenedAtMonotonicNanos = newValue }
     }
     /// A connection entry's HTTP/2 facts: PINGs sent and their round trips, PINGs received.
     public var http2: HTTP2ConnectionSummary? {

@@ -40,6 +40,9 @@ package struct RetryAfterTracker: Sendable {
         package var sentAtNanos: UInt64
         /// When its exchange finished with bytes sent: nil while the answer is still going out.
         package var deliveredAtNanos: UInt64?
+        /// The connection and stream the answer went out on.
+        package var connection: Int = 0
+        package var stream: Int?
         /// The wait the field value asked for, in ms (for an HTTP-date, from `sentAtNanos`).
         package var waitMilliseconds: Int
         /// The field value was an HTTP-date: a moment, not a delay counted from the delivery.
@@ -128,12 +131,12 @@ package struct RetryAfterTracker: Sendable {
     /// Several may be pending for one key (concurrent requests limited together); each is followed once.
     package mutating func advertised(
         key: RetryAfterKey, logical: String? = nil, sequence: Int, status: Int, retryAfter: String, waitMilliseconds: Int,
-        nowNanos: UInt64
+        nowNanos: UInt64, connection: Int = 0, stream: Int? = nil
     ) {
         pendingByKey[key, default: []].append(Advertisement(
             key: key, logical: logical, sequence: sequence, sentAtNanos: nowNanos, deliveredAtNanos: nil,
-            waitMilliseconds: waitMilliseconds, absolute: HTTPDate.parse(retryAfter.trimmingWhitespace()) != nil,
-            status: status, retryAfter: retryAfter))
+            connection: connection, stream: stream, waitMilliseconds: waitMilliseconds,
+            absolute: HTTPDate.parse(retryAfter.trimmingWhitespace()) != nil, status: status, retryAfter: retryAfter))
         pendingCount += 1
         if pendingCount >= 2 * observationCapacity {
             let kept = pendingByKey.values.flatMap { $0 }.sorted { $0.sequence < $1.sequence }.suffix(observationCapacity)
@@ -156,16 +159,22 @@ package struct RetryAfterTracker: Sendable {
         }
     }
 
-    /// A request with `key` (and, for a route, the logical request `logical`) arrived at `nowNanos`: the advertisement
-    /// it follows — delivered before it arrived, the earliest delivered first, as `Retries.chains` links attempts — is
-    /// judged and cleared. The limited request itself, and requests that overlapped the answer, follow nothing.
+    /// A request with `key` (and, for a route, the logical request `logical`) arrived at `nowNanos` (`attempt`: where
+    /// and when, for `Retries.follows`; by default a request on the advertisements' own HTTP/1.1 connection): the
+    /// advertisement it follows — the earliest delivered that it provably followed, as `Retries.chains` links
+    /// attempts — is judged and cleared. The limited request itself, and requests that overlapped the answer, follow
+    /// nothing.
     @discardableResult
-    package mutating func arrived(key: RetryAfterKey, logical: String? = nil, sequence: Int, nowNanos: UInt64) -> Observation? {
+    package mutating func arrived(
+        key: RetryAfterKey, logical: String? = nil, sequence: Int, nowNanos: UInt64, attempt: Retries.Attempt? = nil
+    ) -> Observation? {
         guard let list = pendingByKey[key] else { return nil }
+        let attempt = attempt ?? Retries.Attempt(connection: 0, arrivedAtNanos: nowNanos)
         var found: Int?
         for (index, advertisement) in list.enumerated() {
-            guard sequence > advertisement.sequence,
-                  Retries.follows(finishedAtNanos: advertisement.deliveredAtNanos, arrivedAtNanos: nowNanos),
+            let answer = Retries.Answer(
+                connection: advertisement.connection, stream: advertisement.stream, finishedAtNanos: advertisement.deliveredAtNanos)
+            guard sequence > advertisement.sequence, Retries.follows(attempt, answer),
                   advertisement.logical == nil || advertisement.logical == logical else { continue }
             if found == nil || advertisement.deliveredAtNanos! < list[found!].deliveredAtNanos! { found = index }
         }

@@ -5,7 +5,8 @@
 /// - **The same logical request**: attempts with the same `label` — method and path, plus the `Idempotency-Key`
 ///   when one is sent, or the value of the header `logicalKey` names.
 /// - **A retry** of an attempt is a later attempt of the same logical request that arrived after the server had
-///   finished the earlier one's exchange — its answer's last byte written, or the exchange failed (`follows`). The
+///   finished the earlier one's exchange — its answer's last byte written, or the exchange failed — provably so
+///   (`follows`: the same HTTP/1.1 connection, a connection opened after it, or 10 ms after it). The
 ///   server cannot know whether the client read a 201 before its connection broke, so "sent again" is judged
 ///   whatever the earlier answer was; a client that polls one resource on purpose names its logical requests with
 ///   a header (`logicalRequest: {"header": …}`). A rule judges only where its situation arose (`invitesRetry`: an
@@ -30,12 +31,66 @@ package enum Retries {
         return label
     }
 
-    /// A request that arrived at `arrivedAtNanos` can have been sent because of an exchange that finished at
-    /// `finishedAtNanos` (monotonic; nil: not finished yet). The journal's nanosecond times, never milliseconds: a
-    /// burst on fresh connections arrives within one millisecond of the first answer.
-    package static func follows(finishedAtNanos: UInt64?, arrivedAtNanos: UInt64) -> Bool {
-        guard let finishedAtNanos else { return false }
-        return finishedAtNanos <= arrivedAtNanos
+    /// Where and when an attempt arrived.
+    package struct Attempt: Sendable, Equatable {
+        package var connection: Int
+        /// The HTTP/2 stream; nil over HTTP/1.1.
+        package var stream: Int?
+        /// When its connection was accepted (monotonic ns; 0 when unknown).
+        package var connectionOpenedAtNanos: UInt64
+        /// When its request arrived (monotonic ns): its head was read.
+        package var arrivedAtNanos: UInt64
+
+        package init(connection: Int, stream: Int? = nil, connectionOpenedAtNanos: UInt64 = 0, arrivedAtNanos: UInt64) {
+            self.connection = connection
+            self.stream = stream
+            self.connectionOpenedAtNanos = connectionOpenedAtNanos
+            self.arrivedAtNanos = arrivedAtNanos
+        }
+
+        package init(_ entry: JournalEntry) {
+            self.init(connection: entry.connectionID, stream: entry.stream,
+                      connectionOpenedAtNanos: entry.connectionOpenedAtMonotonicNanos, arrivedAtNanos: entry.receivedAtMonotonicNanos)
+        }
+    }
+
+    /// Where and when an earlier attempt's exchange ended (nil: not yet).
+    package struct Answer: Sendable, Equatable {
+        package var connection: Int
+        package var stream: Int?
+        package var finishedAtNanos: UInt64?
+
+        package init(connection: Int, stream: Int? = nil, finishedAtNanos: UInt64?) {
+            self.connection = connection
+            self.stream = stream
+            self.finishedAtNanos = finishedAtNanos
+        }
+
+        package init(_ entry: JournalEntry) {
+            self.init(connection: entry.connectionID, stream: entry.stream, finishedAtNanos: entry.finishedAtMonotonicNanos)
+        }
+    }
+
+    /// How long after an answer's end a request on a connection that was already open must arrive to be taken as
+    /// sent because of it. The server reads requests one loop turn at a time, so a burst sent at once — HTTP/2
+    /// streams in separate packets, a pool of HTTP/1.1 connections — is read over a few milliseconds, after the
+    /// first tiny answer has already gone out; no client reads an answer and sends a new request that fast on
+    /// purpose. The price: a client that retries *on another open connection, or on the same HTTP/2 connection*
+    /// within this window is not judged as retrying (the rule then says inconclusive rather than pass).
+    package static let concurrencyGraceNanos: UInt64 = 10_000_000
+
+    /// Whether `later` was sent because of `answer` — after it, and provably so:
+    /// - the same HTTP/1.1 connection, after the answer (no pipelining: a pipelined request's head was read before
+    ///   the answer ended);
+    /// - a connection accepted after the answer ended;
+    /// - or, on a connection already open (another one, or the same HTTP/2 connection), at least
+    ///   `concurrencyGraceNanos` after it.
+    /// Monotonic nanoseconds, never milliseconds: a burst on fresh connections arrives within one millisecond.
+    package static func follows(_ later: Attempt, _ answer: Answer) -> Bool {
+        guard let finished = answer.finishedAtNanos, finished <= later.arrivedAtNanos else { return false }
+        if later.connection == answer.connection, later.stream == nil, answer.stream == nil { return true }
+        if later.connectionOpenedAtNanos >= finished { return true }
+        return later.arrivedAtNanos - finished >= concurrencyGraceNanos
     }
 
     /// Whether an attempt leaves its logical request unfinished, so that sending it again is a retry: any status
@@ -49,16 +104,25 @@ package enum Retries {
     /// first attempts arrived. `label` names an attempt's logical request; nil leaves the entry out.
     package static func chains(_ entries: [JournalEntry], label: (JournalEntry) -> String?) -> [[JournalEntry]] {
         var chains: [[JournalEntry]] = []
-        // Per logical request, the chains not yet retried, by when their last attempt finished (earliest first): the
-        // first one is the only candidate, since a later-finished one cannot be followed where it is not.
+        // Per logical request, the chains not yet retried, by when their last attempt finished (earliest first). A
+        // request follows the earliest-finished one it provably follows (`follows`); none that finished after it
+        // arrived can.
         var open: [String: [(finished: UInt64, chain: Int)]] = [:]
         for entry in entries.sorted(by: { $0.sequence < $1.sequence }) {
             guard let name = label(entry) else { continue }
+            let attempt = Attempt(entry)
+            var found: Int?
+            for (position, candidate) in (open[name] ?? []).enumerated() {
+                if candidate.finished > attempt.arrivedAtNanos { break }
+                let chain = chains[candidate.chain]
+                if follows(attempt, Answer(chain[chain.count - 1])) {
+                    found = position
+                    break
+                }
+            }
             let index: Int
-            if let first = open[name]?.first,
-               follows(finishedAtNanos: first.finished, arrivedAtNanos: entry.receivedAtMonotonicNanos) {
-                open[name]!.removeFirst()
-                index = first.chain
+            if let found {
+                index = open[name]!.remove(at: found).chain
                 chains[index].append(entry)
             } else {
                 index = chains.count
