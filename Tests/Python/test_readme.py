@@ -177,11 +177,12 @@ def setup_broken_json(ctx):
 
 
 def setup_verify_orders(ctx):
-    """A client that retries a 503 too early (#7 after #6) and answers everything else correctly."""
+    """A client that retries a 503 too early (#7 after #6), and does not retry a 404 (#8)."""
     scenario = {"name": "orders", "expect": {"honorsRetryAfter": True, "noRetryOn4xx": True}, "routes": [
         {"id": "list", "match": {"path": "/orders"}, "responses": [{"json": []}]},
         {"id": "order", "match": {"path": "/orders/1"},
          "responses": [{"status": 503, "headers": {"Retry-After": "1"}}, {"json": {"id": 1}}]},
+        {"id": "coupon", "match": {"path": "/coupons/{code}"}, "responses": [{"status": 404}]},
     ]}
     path = ctx.folder / "orders.json"
     path.write_text(json.dumps(scenario))
@@ -190,6 +191,7 @@ def setup_verify_orders(ctx):
         requests.get(f"{server.url}/orders", timeout=DEADLINE_S)
     assert requests.get(f"{server.url}/orders/1", timeout=DEADLINE_S).status_code == 503
     assert requests.get(f"{server.url}/orders/1", timeout=DEADLINE_S).status_code == 200
+    assert requests.get(f"{server.url}/coupons/SAVE10", timeout=DEADLINE_S).status_code == 404  # and not retried
 
 
 def setup_served(ctx):
