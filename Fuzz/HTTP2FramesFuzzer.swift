@@ -134,9 +134,15 @@ enum HTTP2FramesFuzzCheck {
             return exchange
         }
         func journalUnanswered(
-            _ request: HTTPRequest?, _ error: HTTPParseError?, _ context: RequestContext, _ outcome: ExchangeOutcome
+            _ request: HTTPRequest?, _ error: HTTPParseError?, _ context: RequestContext, _ outcome: ExchangeOutcome,
+            client: HTTP2ClientFrames
         ) {
             called("journalUnanswered")
+        }
+        func clientSent(_ frames: HTTP2ClientFrames, onEntry sequence: Int) {
+            called("clientSent")
+            if frames.isEmpty { problems.append("journaled an empty record of the client's frames") }
+            if !exchanges.indices.contains(sequence) { problems.append("the client's frames on an unknown entry") }
         }
         func finished(_ exchange: Exchange, _ outcome: ExchangeOutcome, at: UInt64?) {
             called("finished")
@@ -148,7 +154,9 @@ enum HTTP2FramesFuzzCheck {
             }
         }
         func connectionError(_ reason: String) { called("connectionError") }
-        func journalHTTP2(_ summary: HTTP2ConnectionSummary) { called("journalHTTP2") }
+        func journalHTTP2(_ summary: HTTP2ConnectionSummary?, clientGoaway: HTTP2ClientGoaway?) {
+            called("journalHTTP2")
+        }
 
         /// Fires the earliest timer that was not cancelled; false when none is left.
         func fireNext() -> Bool {

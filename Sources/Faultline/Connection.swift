@@ -221,9 +221,22 @@ final class Connection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDelegate 
         return server.dispatcher.reject(error, context, on: info, body: body)
     }
 
-    func journalHTTP2(_ summary: HTTP2ConnectionSummary) {
+    func journalHTTP2(_ summary: HTTP2ConnectionSummary?, clientGoaway: HTTP2ClientGoaway?) {
         requestsJournaled &+= 1
-        server.dispatcher.journalHTTP2Connection(info, summary, acceptedAt: http2StartedAt ?? now())
+        server.dispatcher.journalHTTP2Connection(
+            info, summary, clientGoaway: clientGoaway, acceptedAt: http2StartedAt ?? now())
+    }
+
+    func journalUnanswered(
+        _ request: HTTPRequest?, _ error: HTTPParseError?, _ context: RequestContext, _ outcome: ExchangeOutcome,
+        client: HTTP2ClientFrames
+    ) {
+        requestsJournaled &+= 1
+        server.dispatcher.journalUnanswered(request, error, context, on: info, outcome, client: client)
+    }
+
+    func clientSent(_ frames: HTTP2ClientFrames, onEntry sequence: Int) {
+        server.dispatcher.clientSent(frames, onEntry: sequence)
     }
 
     func connectionError(_ reason: String) {

@@ -111,16 +111,17 @@ final class Dispatcher {
     }
 
     /// A request that reached the server and will never be answered: cut short by the client (`error`), or
-    /// complete on a connection the server is closing (`request`).
+    /// complete on a connection the server is closing (`request`). `client`: what an HTTP/2 client sent to end it.
     func journalUnanswered(
         _ request: HTTPRequest?, _ error: HTTPParseError?, _ context: RequestContext, on connection: ConnectionInfo,
-        _ outcome: ExchangeOutcome
+        _ outcome: ExchangeOutcome, client: HTTP2ClientFrames = HTTP2ClientFrames()
     ) {
         if let request, AdminAPI.isAdminTarget(request.target) { return }
         var entry = Self.entry(
             context, connection, head: request?.head ?? error?.head, body: request?.body ?? [],
             rawRequestLine: error?.requestLinePrefix, malformed: error?.reason)
         entry.outcome = outcome
+        if !client.isEmpty { entry.http2ClientFrames = client }
         entry.finishedAtMonotonicNanos = Clock.monotonicNanos()
         core.record(entry)
     }
@@ -156,6 +157,12 @@ final class Dispatcher {
         }
     }
 
+    /// What an HTTP/2 client sent to end the stream journaled as `sequence` (RST_STREAM) or its connection
+    /// (GOAWAY) while the exchange was under way (RFC 9113 §6.4, §6.8).
+    func clientSent(_ frames: HTTP2ClientFrames, onEntry sequence: Int) {
+        core.updateEntry(sequence) { $0.http2ClientFrames = frames }
+    }
+
     /// The connection policy closed a connection after the response journaled as `sequence`.
     func policyClosed(after sequence: Int, _ reason: PolicyClose) {
         core.updateEntry(sequence) { $0.policyClose = reason }
@@ -189,12 +196,19 @@ final class Dispatcher {
         core.record(entry)
     }
 
-    /// An HTTP/2 connection whose PINGs the scenario asked about ended: a connection entry with its summary.
-    func journalHTTP2Connection(_ connection: ConnectionInfo, _ summary: HTTP2ConnectionSummary, acceptedAt: Arrival) {
+    /// An HTTP/2 connection ended that gets a connection entry: one whose PINGs the scenario asked about (with
+    /// their `summary`), or one on which the client opened no stream and sent GOAWAY (`summary` nil). Either
+    /// carries the client's last GOAWAY.
+    func journalHTTP2Connection(
+        _ connection: ConnectionInfo, _ summary: HTTP2ConnectionSummary?, clientGoaway: HTTP2ClientGoaway?,
+        acceptedAt: Arrival
+    ) {
         var entry = Self.connectionEntry(connection, acceptedAt: acceptedAt)
         entry.exchangeProtocol = .http2
         entry.http2 = summary
-        entry.outcome = .completed
+        entry.clientGoaway = clientGoaway
+        // A connection that pinged ran its course; one that never asked anything was left by its client.
+        entry.outcome = summary == nil ? .clientClosed : .completed
         core.record(entry)
     }
 

@@ -8,6 +8,7 @@ sleeps: the journal is long-polled, sockets read with deadlines."""
 import asyncio
 import json
 import re
+import shutil
 import socket
 import ssl
 import subprocess
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import h2.config
 import h2.connection
+import h2.errors
 import h2.events
 import h2.settings
 import httpx
@@ -47,6 +49,7 @@ FAULT_ROUTES = [
     route("refused", faulty({"type": "rst-stream", "code": "REFUSED_STREAM"}), ok()),
     route("cancel", faulty({"type": "rst-stream", "code": "CANCEL"}), ok()),
     route("internal", faulty({"type": "rst-stream"}), ok()),
+    route("protocol", faulty({"type": "rst-stream", "code": "PROTOCOL_ERROR"}), ok()),
     route("midbody", faulty({"type": "rst-stream", "after": "body", "bytes": 5}, text="0123456789abcdefghij"), ok()),
     route("calm", faulty({"type": "rst-stream", "code": "ENHANCE_YOUR_CALM", "after": "headers"}), ok()),
     route("goaway-previous", faulty({"type": "goaway", "lastStreamId": "previous"}), ok()),
@@ -281,6 +284,9 @@ CLIENT_TABLE = {
     "refused": dict(curl=(0, "second"), httpx="StreamReset stream_id:1, error_code:7,", go=("second", 2)),
     "cancel": dict(curl=(92, ""), httpx="StreamReset stream_id:1, error_code:8,", go="CANCEL"),
     "internal": dict(curl=(92, ""), httpx="StreamReset stream_id:1, error_code:2,", go="INTERNAL_ERROR"),
+    # Go retries PROTOCOL_ERROR before the head like REFUSED_STREAM, though it says nothing about processing (a new
+    # connection: it stops reusing this one); see test_go_resends_a_post_after_rst_stream_protocol_error….
+    "protocol": dict(curl=(92, ""), httpx="StreamReset stream_id:1, error_code:1,", go=("second", 2)),
     "midbody": dict(curl=(92, "01234"), httpx="StreamReset stream_id:1, error_code:2,", go="INTERNAL_ERROR"),
     "calm": dict(curl=(92, ""), httpx="StreamReset stream_id:1, error_code:11,", go="ENHANCE_YOUR_CALM"),
     "goaway-previous": dict(curl=(16, ""), httpx="ConnectionTerminated error_code:0, last_stream_id:0",
@@ -397,16 +403,24 @@ def naive_post_with_retry(server):
     return None
 
 
-@pytest.mark.parametrize("fault, outcome, why", [
-    ({"type": "rst-stream", "code": "REFUSED_STREAM"}, "not-processed", "RST_STREAM REFUSED_STREAM"),
-    ({"type": "goaway", "lastStreamId": "previous"}, "not-processed", "above the last stream id of the server's GOAWAY"),
+@pytest.mark.parametrize("fault, outcome, why, same_connection", [
+    # Go 1.19 retries a refused stream on the connection it has (a new stream), and a stream a GOAWAY left out on
+    # a new connection (the old one takes no new streams): the README's table says so, from these runs.
+    ({"type": "rst-stream", "code": "REFUSED_STREAM"}, "not-processed", "RST_STREAM REFUSED_STREAM", True),
+    ({"type": "goaway", "lastStreamId": "previous"}, "not-processed", "above the last stream id of the server's GOAWAY",
+     False),
 ])
-def test_go_retries_an_unprocessed_post_and_the_verdict_says_it_was_safe(h2server, go_client, fault, outcome, why):
+def test_go_retries_an_unprocessed_post_and_the_verdict_says_it_was_safe(h2server, go_client, fault, outcome, why,
+                                                                         same_connection):
     server = h2server(routes=orders_scenario(fault), name="orders", expect={"retriesOnlyUnprocessed": True})
     result = go(go_client, server, "/orders", "-method", "POST", "-body", '{"sku":"a"}')
     assert result["status"] == 201, result
     first, retry = server.wait_for(2, route="orders")
     assert first["response"]["outcome"] == outcome and retry["response"]["outcome"] == "completed"
+    if same_connection:
+        assert retry["connection"]["id"] == first["connection"]["id"] and (first["stream"], retry["stream"]) == (1, 3)
+    else:
+        assert retry["connection"]["id"] != first["connection"]["id"] and retry["stream"] == 1
     judged = verdict(server)
     assert judged["passed"] and judged["evidence"] == [first["sequence"], retry["sequence"]], judged
     assert why in judged["explanation"] and f"h2 stream {first['stream']}" in judged["explanation"], judged
@@ -424,6 +438,196 @@ def test_a_client_that_retries_a_processed_post_fails_with_evidence(h2server, fa
     judged = verdict(server)
     assert not judged["passed"] and judged["evidence"] == [first["sequence"], retry["sequence"]], judged
     assert why in judged["explanation"], judged
+
+
+def test_go_resends_a_post_after_rst_stream_protocol_error_and_the_verdict_fails_it(h2server, go_client):
+    """Go 1.19 also retries a stream the server reset with PROTOCOL_ERROR before the head (golang/go#47635: servers
+    that reset a stream they never processed that way), whatever the method, on a new connection (it stops reusing
+    one that reset a stream so): nothing said the POST was not processed, so a side effect may happen twice, and
+    retriesOnlyUnprocessed fails it."""
+    fault = {"type": "rst-stream", "code": "PROTOCOL_ERROR"}  # before the head: after it, Go reports a body error
+    server = h2server(routes=orders_scenario(fault), name="orders", expect={"retriesOnlyUnprocessed": True})
+    result = go(go_client, server, "/orders", "-method", "POST", "-body", '{"sku":"a"}')
+    assert result["status"] == 201 and len(result["conns"]) == 2, result
+    first, retry = server.wait_for(2, route="orders")
+    assert (first["response"]["outcome"], first["response"]["bytesWritten"]) == ("stream-reset", 0)
+    assert retry["response"]["outcome"] == "completed" and retry["body"] == first["body"] == '{"sku":"a"}'
+    assert retry["connection"]["id"] != first["connection"]["id"] and (first["stream"], retry["stream"]) == (1, 1)
+    judged = verdict(server)
+    assert not judged["passed"] and judged["evidence"] == [first["sequence"], retry["sequence"]], judged
+
+
+# -- 2c. what the client sent back: its GOAWAY and RST_STREAM -----------------------------------------------
+
+NODE_H2_CLIENT = Path(__file__).resolve().parent / "clients" / "h2client.mjs"
+
+
+@pytest.fixture(scope="session")
+def node_h2():
+    """Command prefix for Tests/Python/clients/h2client.mjs (node's http2 module: nghttp2 inside node)."""
+    if shutil.which("node") is None:
+        pytest.fail("node not found (node 18 or later)")
+    return ["node", str(NODE_H2_CLIENT)]
+
+
+def node_get(node_h2, server, path, timeout_ms=3000):
+    done = subprocess.run([*node_h2, "-timeout", str(timeout_ms), "-cacert", str(server.ca),
+                           f"https://localhost:{server.tls_port}{path}"],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=30)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[0])
+
+
+def journal_schema_errors(entry):
+    """Where `entry` breaks docs/openapi.json's JournalEntry schema (additionalProperties false: a new member
+    must be described there)."""
+    import jsonschema
+    document = json.loads((Path(__file__).resolve().parents[2] / "docs" / "openapi.json").read_text())
+    schema = {"$ref": "#/components/schemas/JournalEntry", "components": document["components"]}
+    return [f"{list(e.path)}: {e.message}" for e in jsonschema.Draft202012Validator(schema).iter_errors(entry)]
+
+
+def within(entry, at_ms):
+    """`at_ms` lies between the entry's arrival and the end of its exchange."""
+    start = entry["receivedAtMonotonicMs"]
+    return start <= at_ms <= start + entry["response"]["durationMs"] + 0.001
+
+
+# What each client sends after each raw-frames preset on its first request (measured): the GOAWAY's code and debug
+# data, or None when it sends no GOAWAY. nghttp2 (inside curl and node) sends one, with its reason as debug data
+# for DATA on stream 0; Go 1.19 writes its GOAWAY into a buffer it never flushes before closing, and httpx (h2)
+# closes without one. No client names a stream: a client's GOAWAY names the last stream the *server* opened, and
+# the server opened none (lastStreamId 0).
+CLIENT_GOAWAYS = {
+    "bad-hpack": dict(curl=("COMPRESSION_ERROR", ""), node=("COMPRESSION_ERROR", ""), go=None, httpx=None),
+    "data-on-stream-0": dict(curl=("PROTOCOL_ERROR", "DATA: stream_id == 0"),
+                             node=("PROTOCOL_ERROR", "DATA: stream_id == 0"), go=None, httpx=None),
+    "bad-settings": dict(curl=("FRAME_SIZE_ERROR", ""), node=("FRAME_SIZE_ERROR", ""), go=None, httpx=None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CLIENT_GOAWAYS))
+def test_the_goaway_a_client_answers_raw_frames_with_is_on_the_stream_s_entry(h2server, go_client, node_h2, name):
+    """The stream hangs after the broken frames; a client that detects them sends GOAWAY with the code RFC 9113
+    names: the hanging stream's entry says so (`clientGoaway`), so a test tells "it saw the broken frame" from "it
+    gave up for its own reasons". node is the case in point: its nghttp2 sends the GOAWAY, yet the request never
+    settles — the application sees only its own timeout."""
+    server = h2server()
+    for client in ["curl", "httpx", "go", "node"]:
+        reset(server)
+        if client == "curl":
+            assert curl(server, f"/{name}")[0] == 52
+        elif client == "httpx":
+            response, error = httpx_get(server, f"/{name}")
+            assert response is None and "LocalProtocolError" in type(error).__name__, error
+        elif client == "go":
+            result = go(go_client, server, f"/{name}", timeout="3s")
+            assert CLIENT_GOAWAYS[name]["node"][0] in result["error"], result
+        else:
+            result = node_get(node_h2, server, f"/{name}", timeout_ms=1000)
+            assert (result["status"], result["error"]) == (None, "timed out after 1000 ms"), result
+        (entry,) = server.wait_for(1, route=name, completed="true")
+        assert entry["response"]["outcome"] == "hang-released", (client, entry)
+        assert "clientReset" not in entry, (client, entry)
+        assert journal_schema_errors(entry) == [], client
+        expected = CLIENT_GOAWAYS[name][client]
+        if expected is None:
+            assert "clientGoaway" not in entry, (client, entry)
+            continue
+        goaway = entry.get("clientGoaway")
+        assert goaway is not None, (client, entry)
+        assert (goaway["code"], goaway["lastStreamId"], goaway["count"]) == (expected[0], 0, 1), (client, goaway)
+        assert (goaway["debugData"], goaway["debugDataEncoding"]) == (expected[1], "utf8"), (client, goaway)
+        assert within(entry, goaway["receivedAtMonotonicMs"]), (client, entry)
+
+
+def h2_get(connection, stream, path, end_stream=True):
+    connection.send_headers(stream, [(":method", "GET" if end_stream else "POST"), (":path", path),
+                                     (":scheme", "http"), (":authority", "x")], end_stream=end_stream)
+
+
+def pinged(sock, connection):
+    """Sends a PING and reads until its ACK: every frame sent before it has been processed by the server."""
+    connection.ping(b"journal!")
+    sock.sendall(connection.data_to_send())
+    events = read_events(sock, connection, lambda seen: any(isinstance(e, h2.events.PingAckReceived) for e in seen))
+    assert any(isinstance(e, h2.events.PingAckReceived) for e in events), events
+    return events
+
+
+def test_a_client_s_rst_stream_and_goaway_are_journaled_on_their_entries(h2server, tmp_path):
+    """A precise client (the h2 package) on one h2c connection: RST_STREAM CANCEL on a hanging stream lands on that
+    stream's entry; RST_STREAM on a request still arriving on its cut-short entry; then GOAWAY with an error code
+    and 300 bytes of text: on the entry of the stream still hanging (the first 256 bytes), not on the entries that
+    had ended before it."""
+    ndjson = tmp_path / "run.ndjson"
+    server = h2server(routes=[route("hang", faulty("hang")), route("up", ok(), method="POST"), route("ok", ok())],
+                      args=["--journal", ndjson])
+    sock, connection = raw_h2c(server.port)
+    with sock:
+        h2_get(connection, 1, "/hang")
+        sock.sendall(connection.data_to_send())
+        server.wait_for(1, route="hang")
+        connection.reset_stream(1, error_code=h2.errors.ErrorCodes.CANCEL)
+        h2_get(connection, 3, "/up", end_stream=False)  # a POST whose body never comes
+        sock.sendall(connection.data_to_send())
+        pinged(sock, connection)
+        connection.reset_stream(3, error_code=h2.errors.ErrorCodes.INTERNAL_ERROR)
+        h2_get(connection, 5, "/ok")
+        h2_get(connection, 7, "/hang")
+        sock.sendall(connection.data_to_send())
+        read_events(sock, connection, lambda seen: any(isinstance(e, h2.events.StreamEnded) for e in seen))
+        server.wait_for(2, route="hang")
+        debug = b"client gave up: " + b"x" * 284
+        connection.close_connection(error_code=h2.errors.ErrorCodes.ENHANCE_YOUR_CALM, additional_data=debug)
+        # h2 sends nothing after its GOAWAY: the PING that shows the server has read it is written by hand.
+        sock.sendall(connection.data_to_send() + b"\x00\x00\x08\x06\x00\x00\x00\x00\x00journal!")
+        read_until(sock, lambda received: any(kind == 0x6 and flags & 1 for kind, flags, *_ in received))
+        # Journaled as it arrived: the hanging stream's entry has it while still pending.
+        (hanging,) = [e for e in server.journal(route="hang") if e["stream"] == 7]
+        assert hanging["response"]["outcome"] == "pending" and hanging["clientGoaway"]["code"] == "ENHANCE_YOUR_CALM"
+    cancelled, hung = server.wait_for(2, route="hang", completed="true")
+    assert cancelled["stream"] == 1 and cancelled["response"]["outcome"] == "hang-released"
+    assert cancelled["clientReset"]["code"] == "CANCEL" and cancelled["clientReset"]["errorCode"] == 8, cancelled
+    assert within(cancelled, cancelled["clientReset"]["receivedAtMonotonicMs"]) and "clientGoaway" not in cancelled
+    (cut,) = server.wait_for(1, path="/up", malformed="true")  # cut short: no route played it
+    assert cut["stream"] == 3 and "ended before its request was complete" in cut["error"], cut
+    assert cut["clientReset"]["code"] == "INTERNAL_ERROR" and "clientGoaway" not in cut, cut
+    (answered,) = server.wait_for(1, route="ok")
+    assert answered["response"]["outcome"] == "completed" and "clientGoaway" not in answered, answered
+    goaway = hung["clientGoaway"]
+    assert hung["stream"] == 7 and hung["response"]["outcome"] == "hang-released" and "clientReset" not in hung
+    assert (goaway["code"], goaway["errorCode"], goaway["lastStreamId"], goaway["count"]) == ("ENHANCE_YOUR_CALM", 11, 0, 1)
+    assert (goaway["debugData"], goaway["debugDataEncoding"]) == (debug[:256].decode(), "utf8"), goaway
+    assert goaway["debugDataSize"] == 300 and within(hung, goaway["receivedAtMonotonicMs"]), goaway
+    assert goaway["receivedAtMonotonicMs"] > cancelled["clientReset"]["receivedAtMonotonicMs"]
+    for entry in [cancelled, cut, hung]:
+        assert journal_schema_errors(entry) == [], entry["stream"]
+    # The NDJSON file and the HAR export carry the same records.
+    lines = {e["sequence"]: e for e in map(json.loads, ndjson.read_text().splitlines())}
+    assert lines[hung["sequence"]]["clientGoaway"] == goaway and lines[cut["sequence"]]["clientReset"] == cut["clientReset"]
+    har = {e["_sequence"]: e for e in server.admin_json("GET", "requests.har")["log"]["entries"]}
+    assert har[hung["sequence"]]["_clientGoaway"] == goaway and "_clientReset" not in har[hung["sequence"]]
+    assert har[cancelled["sequence"]]["_clientReset"] == cancelled["clientReset"]
+
+
+def test_a_goaway_on_a_connection_without_a_stream_is_a_connection_entry(h2server):
+    """A client that opens no stream and sends GOAWAY (here with binary debug data, and an unknown code): nothing
+    else would show the connection, so it is a connection entry carrying the GOAWAY; debug data that is not text
+    is base64."""
+    server = h2server(routes=[route("ok", ok())])
+    sock, connection = raw_h2c(server.port)
+    with sock:
+        read_events(sock, connection, lambda seen: any(isinstance(e, h2.events.RemoteSettingsChanged) for e in seen))
+        connection.close_connection(error_code=0x77, additional_data=b"\x00\xffbinary")
+        sock.sendall(connection.data_to_send())
+        read_all(sock, timeout=5)  # with no stream open, the client's GOAWAY ends the connection: the server closes it
+    (entry,) = server.wait_for(1, connection="true")
+    assert (entry["kind"], entry["protocol"], entry["response"]["outcome"]) == ("connection", "h2c", "client-closed")
+    goaway = entry["clientGoaway"]
+    assert (goaway["code"], goaway["errorCode"], goaway["lastStreamId"]) == ("0x77", 0x77, 0), goaway
+    assert (goaway["debugData"], goaway["debugDataEncoding"], goaway["debugDataSize"]) == ("AP9iaW5hcnk=", "base64", 8)
+    assert journal_schema_errors(entry) == []
 
 
 # -- 3. connection settings and faults (the http2 section) -----------------------------------------------

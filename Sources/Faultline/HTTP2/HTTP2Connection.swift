@@ -18,15 +18,22 @@ protocol HTTP2ConnectionIO: AnyObject {
     func dispatch(_ request: HTTPRequest, _ context: RequestContext) -> Exchange
     /// A request that cannot be served as it is (too large, not complete in time): journaled with what arrived.
     func reject(_ error: HTTPParseError, _ context: RequestContext, body: [UInt8]) -> Exchange
-    /// A stream whose request reached the server and will never be answered (reset by the client, refused).
+    /// A stream whose request reached the server and will never be answered (reset by the client, refused), with
+    /// what the client sent to end it (`client`: its RST_STREAM, a GOAWAY).
     func journalUnanswered(
-        _ request: HTTPRequest?, _ error: HTTPParseError?, _ context: RequestContext, _ outcome: ExchangeOutcome)
+        _ request: HTTPRequest?, _ error: HTTPParseError?, _ context: RequestContext, _ outcome: ExchangeOutcome,
+        client: HTTP2ClientFrames)
     func finished(_ exchange: Exchange, _ outcome: ExchangeOutcome, at: UInt64?)
+    /// The client sent RST_STREAM on the stream journaled as `sequence`, or GOAWAY while its exchange was under
+    /// way: `frames` is all it sent about that entry so far.
+    func clientSent(_ frames: HTTP2ClientFrames, onEntry sequence: Int)
     /// The connection broke the protocol as a whole (bad preface, a flood, a bad HPACK block): journaled as a
     /// connection entry naming the error the server answered with.
     func connectionError(_ reason: String)
-    /// The connection ended; the scenario asked about its PINGs (`pingEveryMs`, `ackPings: false`).
-    func journalHTTP2(_ summary: HTTP2ConnectionSummary)
+    /// The connection ended and gets a connection entry: the scenario asked about its PINGs (`summary`:
+    /// `pingEveryMs`, `ackPings: false`), or the client opened no stream and sent GOAWAY (`summary` nil).
+    /// `clientGoaway` is the client's last GOAWAY on it.
+    func journalHTTP2(_ summary: HTTP2ConnectionSummary?, clientGoaway: HTTP2ClientGoaway?)
 }
 
 /// A timer that can be stopped before it fires (a `LoopTimer`; a fake one in the fuzz target).
@@ -173,6 +180,46 @@ final class HTTP2Connection {
         let counter = withUnsafeBytes(of: &opaque) { UInt64(bigEndian: $0.loadUnaligned(as: UInt64.self)) }
         guard let sentAt = pingsInFlight.removeValue(forKey: counter) else { return }
         summary.pingRoundTripsMilliseconds.append(Double(io.now().monotonicNanos &- sentAt) / 1_000_000)
+    }
+
+    // MARK: - What the client sent to end a stream or the connection
+
+    /// The client's last GOAWAY (RFC 9113 §6.8), with how many it sent.
+    @exclusivity(unchecked) private var clientGoaway: HTTP2ClientGoaway?
+
+    /// The client sent GOAWAY: it found something wrong with the connection (the code says what: a `raw-frames`
+    /// fault answered with COMPRESSION_ERROR) or is leaving. Journaled on the entry of every stream still under
+    /// way — a hanging stream's entry is the one a test reads — and of any stream begun after it; on the
+    /// connection's entry when it ends (`finishClosing`). Nothing here calls nghttp2 (we are inside its callback).
+    fileprivate func goawayReceived(_ frame: UnsafePointer<nghttp2_frame>) {
+        let goaway = frame.pointee.goaway
+        var record = HTTP2ClientGoaway(
+            errorCode: goaway.error_code, lastStreamID: Int(goaway.last_stream_id),
+            debugData: UnsafeBufferPointer(
+                start: UnsafePointer(goaway.opaque_data), count: goaway.opaque_data == nil ? 0 : goaway.opaque_data_len),
+            receivedAtMonotonicNanos: io.now().monotonicNanos)
+        record.count = (clientGoaway?.count ?? 0) + 1
+        clientGoaway = record
+        for stream in streams.values where !(stream.exchange?.ended ?? false) {
+            stream.client.goaway = record
+            journalClientFrames(stream)
+        }
+    }
+
+    /// The client sent RST_STREAM (RFC 9113 §6.4): CANCEL when it gave up waiting, an error when it found the stream
+    /// broken. Journaled on that stream's entry, before nghttp2 closes the stream (`streamClosed` ends it).
+    fileprivate func resetReceived(_ frame: UnsafePointer<nghttp2_frame>) {
+        guard let stream = streams[frame.pointee.hd.stream_id] else { return }
+        stream.client.reset = HTTP2ClientReset(
+            errorCode: frame.pointee.rst_stream.error_code, receivedAtMonotonicNanos: io.now().monotonicNanos)
+        journalClientFrames(stream)
+    }
+
+    /// What the client sent, on the stream's entry once it has one; a stream not journaled yet (its request still
+    /// arriving) carries it into its entry (`requestComplete`, `journalIncomplete`). Admin exchanges have none.
+    private func journalClientFrames(_ stream: HTTP2Stream) {
+        guard let sequence = stream.exchange?.sequence else { return }
+        io.clientSent(stream.client, onEntry: sequence)
     }
 
     deinit {
@@ -376,7 +423,11 @@ final class HTTP2Connection {
         readyToRun.removeAll()
         if settings.pingEveryMilliseconds != nil || !settings.ackPings {
             summary.streams = requestCount
-            io.journalHTTP2(summary)
+            io.journalHTTP2(summary, clientGoaway: clientGoaway)
+        } else if let clientGoaway, requestCount == 0, !connectionErrorReported {
+            // The client opened no stream and sent GOAWAY: no other entry would show the connection or what it
+            // said (over TLS this entry takes the place of the handshake's).
+            io.journalHTTP2(nil, clientGoaway: clientGoaway)
         }
         endAllStreams(.clientClosed)
         io.close(abortive: abortive)
@@ -407,6 +458,7 @@ final class HTTP2Connection {
         let stream = HTTP2Stream(id: id, arrival: io.now(), index: requestCount)
         requestCount += 1
         streams[id] = stream
+        if let clientGoaway { stream.client.goaway = clientGoaway }
         if let delay = settings.windowUpdateAfterMilliseconds {
             // The stalled upload (`initialWindowSize: 0`) goes on once the window opens.
             stream.windowTimer = schedule(milliseconds: delay) { [weak self, weak stream] in
@@ -492,7 +544,8 @@ final class HTTP2Connection {
         if let last = goawayLastStream, id > last {
             // Above our GOAWAY's last stream id: journaled, never processed (RFC 9113 §6.8).
             stream.journaled = true
-            io.journalUnanswered(HTTPRequest(head: head, body: stream.body), nil, context, .notProcessed)
+            io.journalUnanswered(
+                HTTPRequest(head: head, body: stream.body), nil, context, .notProcessed, client: stream.client)
             return
         }
         let exchange: Exchange
@@ -506,6 +559,8 @@ final class HTTP2Connection {
         stream.exchange = exchange
         stream.body = []
         stream.journaled = true
+        // A GOAWAY from the client came while the request was still arriving: its entry has it too.
+        if !stream.client.isEmpty { journalClientFrames(stream) }
         if inLibrary {
             // From nghttp2's callback: the script runs once nghttp2 has returned, so that what a step writes or
             // closes comes after the frames already queued.
@@ -534,7 +589,8 @@ final class HTTP2Connection {
             status: 400, reason: "HTTP/2 stream \(id) \(refused ? "refused (RST_STREAM REFUSED_STREAM)" : "rejected"): "
                 + Self.describe(libraryError), head: known?.requestHead,
             requestLinePrefix: known?.requestLine ?? "(HTTP/2 stream \(id))")
-        io.journalUnanswered(nil, error, context, refused ? .notProcessed : .rejected)
+        io.journalUnanswered(
+            nil, error, context, refused ? .notProcessed : .rejected, client: stream?.client ?? HTTP2ClientFrames())
     }
 
     /// nghttp2 closed the stream: its response is complete, or it was reset by either side.
@@ -560,7 +616,7 @@ final class HTTP2Connection {
         let error = HTTPParseError(
             status: 400, reason: "the stream ended before its request was complete (no END_STREAM)",
             head: stream.requestHead, requestLinePrefix: stream.requestLine)
-        io.journalUnanswered(nil, error, stream.requestContext, outcome)
+        io.journalUnanswered(nil, error, stream.requestContext, outcome, client: stream.client)
     }
 
     private func end(_ stream: HTTP2Stream, _ outcome: ExchangeOutcome) {
@@ -1002,6 +1058,8 @@ final class HTTP2Connection {
             let header = frame.pointee.hd
             let type = header.type
             if type == UInt8(NGHTTP2_PING.rawValue) { HTTP2Connection.connection(user).pingReceived(frame) }
+            if type == UInt8(NGHTTP2_GOAWAY.rawValue) { HTTP2Connection.connection(user).goawayReceived(frame) }
+            if type == UInt8(NGHTTP2_RST_STREAM.rawValue) { HTTP2Connection.connection(user).resetReceived(frame) }
             if (type == UInt8(NGHTTP2_HEADERS.rawValue) || type == UInt8(NGHTTP2_DATA.rawValue))
                 && header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0 {
                 HTTP2Connection.connection(user).requestComplete(header.stream_id)
@@ -1100,6 +1158,8 @@ final class HTTP2Stream {
     var waiting = false
     /// The outcome of a reset the server sent on purpose.
     var ourReset: ExchangeOutcome?
+    /// What the client sent to end the stream (RST_STREAM) or the connection (GOAWAY) while it was under way.
+    var client = HTTP2ClientFrames()
 
     init(id: Int32, arrival: Arrival, index: Int) {
         self.id = id

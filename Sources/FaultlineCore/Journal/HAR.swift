@@ -63,6 +63,10 @@ package enum HAR {
         ]
         if let malformed = entry.malformed { members.append(("_error", .string(malformed))) }
         if entry.head == nil { members.append(("_requestLine", .string(entry.requestLine))) }
+        // What an HTTP/2 client sent to end the stream or the connection: no HAR field says it (its view is the
+        // client's, which knows what it sent), so custom fields, the journal's records as they are.
+        if let goaway = entry.clientGoaway { members.append(("_clientGoaway", goaway.json())) }
+        if let reset = entry.clientReset { members.append(("_clientReset", reset.json())) }
         if let session = entry.websocket {
             // Chrome's and Firefox's field for a WebSocket's messages: type send/receive (the client's view), time in
             // epoch seconds, opcode, data (the text kept, or the size of a binary frame).

@@ -43,6 +43,8 @@ extension JournalEntry {
             websocket = WebSocketRecord(json: record, start: receivedAtMonotonicNanos)
         }
         if let record = json["network"], record != .null { network = NetworkRecord(json: record) }
+        if let record = json["clientGoaway"] { clientGoaway = HTTP2ClientGoaway(json: record) }
+        if let record = json["clientReset"] { clientReset = HTTP2ClientReset(json: record) }
         route = string(json["route"]).map { DecisionSource(journalText: $0, scenario: scenario, resource: resource?.id) }
         answeredBy = string(json["answeredBy"]).flatMap(PolicyAnswer.init(journalText:))
         step = int(json["step"])

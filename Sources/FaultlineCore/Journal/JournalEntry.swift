@@ -71,6 +71,7 @@ public struct JournalEntry: Sendable {
         var stream: Int? = nil
         var connectionOpenedAtMonotonicNanos: UInt64 = 0
         var http2: Rare<HTTP2ConnectionSummary>? = nil
+        var http2Client: Rare<HTTP2ClientFrames>? = nil
         var resource: Rare<ResourceRecord>? = nil
         var websocket: Rare<WebSocketRecord>? = nil
         var proxy: ProxyRecord? = nil
@@ -251,6 +252,22 @@ public struct JournalEntry: Sendable {
         get { storage.fields.http2?.value }
         set { unique.fields.http2 = newValue.map(Rare.init) }
     }
+    /// The GOAWAY the HTTP/2 client sent while this entry's exchange was under way, or on this connection entry's
+    /// connection (its last, if it sent several): the client found something wrong, or left.
+    public var clientGoaway: HTTP2ClientGoaway? {
+        get { storage.fields.http2Client?.value.goaway }
+        set { http2ClientFrames.goaway = newValue }
+    }
+    /// The RST_STREAM the HTTP/2 client sent on this entry's stream.
+    public var clientReset: HTTP2ClientReset? {
+        get { storage.fields.http2Client?.value.reset }
+        set { http2ClientFrames.reset = newValue }
+    }
+    /// Both of the client's frames, in one box (nil when neither was sent).
+    package var http2ClientFrames: HTTP2ClientFrames {
+        get { storage.fields.http2Client?.value ?? HTTP2ClientFrames() }
+        set { unique.fields.http2Client = newValue.isEmpty ? nil : Rare(newValue) }
+    }
     /// A request to a resource: the validators and ranges it carried and what the server decided.
     public var resource: ResourceRecord? {
         get { storage.fields.resource?.value }
@@ -352,6 +369,8 @@ extension JournalEntry {
         members.append(("matched", .bool(route != nil)))
         members.append(("answeredBy", answeredBy.map { .string($0.description) } ?? .null))
         members.append(("notes", .array(notes.map { .string($0.description) })))
+        if let clientGoaway { members.append(("clientGoaway", clientGoaway.json())) }
+        if let clientReset { members.append(("clientReset", clientReset.json())) }
         if let resource { members.append(("resource", resource.json())) }
         if let websocket { members.append(("websocket", websocket.json(since: receivedAtMonotonicNanos))) }
         if let proxy { members.append(("proxy", proxy.json())) }
