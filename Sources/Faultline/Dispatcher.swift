@@ -12,7 +12,7 @@ struct ConnectionInfo {
     let clientHost: String
     /// Accepted on the admin-only port (`--admin-port`): it serves the admin API and nothing else.
     var adminOnly = false
-    /// Monotonic ns at accept: a request on a connection opened after an answer went out was sent after it.
+    /// Monotonic ns at accept: a request on a connection accepted after an answer ended was sent after it.
     let openedAtNanos: UInt64
 
     init(id: Int, clientAddress: String) {

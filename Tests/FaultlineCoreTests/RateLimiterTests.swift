@@ -324,7 +324,7 @@ struct RetryAfterTrackerTests {
         if let delivered { tracker.delivered(key: key, sequence: sequence, atNanos: ms(delivered), seen: true) }
     }
 
-    @Test("a retry before the advertised time is early by the difference, counted from the delivery")
+    @Test("a retry before the advertised time is early by the difference")
     func earlyRetry() {
         var tracker = RetryAfterTracker()
         Self.advertise(&tracker, sequence: 1, retryAfter: "2", wait: 2000, at: 10_000, delivered: 10_000)
@@ -347,13 +347,23 @@ struct RetryAfterTrackerTests {
         #expect(tracker.observations.map(\.retrySequence) == [9])
     }
 
-    @Test("delay-seconds count from when the answer went out: a delayed 503's wait starts at its end")
+    @Test("delay-seconds count from when the head could go out: a delayed 503's wait starts after its delay")
     func delayedAnswer() {
         var tracker = RetryAfterTracker()
         // Decided at 0, written after a 2 s delay: a retry at 2.5 s is 500 ms early, not 1.5 s late.
-        Self.advertise(&tracker, sequence: 1, status: 503, at: 0, delivered: 2000)
+        tracker.advertised(key: Self.bucket, sequence: 1, status: 503, retryAfter: "1", waitMilliseconds: 1000,
+                           nowNanos: 0, headDelayMilliseconds: 2000)
+        tracker.delivered(key: Self.bucket, sequence: 1, atNanos: Self.ms(2003), seen: true)
         let observation = tracker.arrived(key: Self.bucket, sequence: 2, nowNanos: Self.ms(2500))
         #expect(observation?.earlyByMilliseconds == 500 && observation?.actualWaitMilliseconds == 500)
+    }
+
+    @Test("a late record of the answer's end does not make a client that waited from the head early")
+    func lateDelivery() {
+        var tracker = RetryAfterTracker()
+        // The client read the head at once and waited 1 s; the loop recorded the exchange's end 3 ms later.
+        Self.advertise(&tracker, sequence: 1, at: 0, delivered: 3)
+        #expect(tracker.arrived(key: Self.bucket, sequence: 2, nowNanos: Self.ms(1000))?.honoured == true)
     }
 
     @Test("an HTTP-date names a moment: counted from the decision, whenever the answer went out")

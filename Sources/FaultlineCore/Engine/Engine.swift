@@ -494,8 +494,8 @@ package final class Engine {
            let wait = RetryAfterTracker.waitMilliseconds(retryAfter: retryAfter, wallSeconds: now.wallSeconds) {
             policy.retryAfter.advertised(
                 key: retryKey(), logical: logical(), sequence: requestID, status: prepared.step.status, retryAfter: retryAfter,
-                waitMilliseconds: wait, nowNanos: now.monotonicNanos, connection: currentAttempt.connection,
-                stream: currentAttempt.stream)
+                waitMilliseconds: wait, nowNanos: now.monotonicNanos, headDelayMilliseconds: Self.waitBeforeHead(plan),
+                connection: currentAttempt.connection, stream: currentAttempt.stream)
             decision.completion = ExchangeCompletion(generation: generation, retryAfter: (retryKey(), requestID))
         }
         guard loaded.idempotency != nil else { return decision }
@@ -533,6 +533,19 @@ package final class Engine {
             decision.script.response = nil
         }
         return decision
+    }
+
+    /// The script's waits before its head (a step's delay): when a Retry-After in that head can first be read.
+    static func waitBeforeHead(_ script: ResponseScript) -> Int {
+        var total = 0
+        for step in script.steps {
+            switch step {
+            case .head: return total
+            case .wait(let milliseconds): total += milliseconds
+            default: continue
+            }
+        }
+        return total
     }
 
     /// The values `{{…}}` placeholders read. Built only for a step that renders something.

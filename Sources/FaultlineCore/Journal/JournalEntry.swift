@@ -241,8 +241,8 @@ public struct JournalEntry: Sendable {
         get { storage.fields.stream }
         set { unique.fields.stream = newValue }
     }
-    /// When the connection that carried the request was accepted (monotonic ns; 0 when unknown): a request on a
-    /// connection opened after an answer went out was sent after it (`Retries.follows`).
+    /// When the server accepted the connection that carried the request (monotonic ns; 0 when unknown): a request on
+    /// a connection accepted after an answer ended was sent after it (`Retries.follows`).
     public var connectionOpenedAtMonotonicNanos: UInt64 {
         get { storage.fields.connectionOpenedAtMonotonicNanos }
         set { unique.fields.connectionOpenedAtMonotonicNanos = newValue }

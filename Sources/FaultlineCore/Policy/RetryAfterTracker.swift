@@ -24,8 +24,9 @@ package enum RetryAfterKey: Sendable, Hashable, CustomStringConvertible {
 /// that arrived while the answer was still going out (a concurrent HTTP/2 stream, a parallel connection) could not
 /// have read it, and is not judged, nor does it use the advertisement up. A route's advertisement is followed only
 /// by the same logical request (`Retries.label`); a rate-limit bucket's by any request the bucket counts, since the
-/// limit applies to all of them. The delay-seconds form is counted from the delivery (the client cannot have read it
-/// sooner); the HTTP-date form names a moment.
+/// limit applies to all of them. The delay-seconds form is counted from when the head could first go out (the
+/// decision plus a scripted delay before it: `headAtNanos`), never from the exchange's end, which the loop may
+/// record a few milliseconds after the client already read the answer; the HTTP-date form names a moment.
 package struct RetryAfterTracker: Sendable {
     /// A response with `Retry-After` that has not yet been followed by a request with the same key.
     package struct Advertisement: Sendable, Equatable {
@@ -38,6 +39,10 @@ package struct RetryAfterTracker: Sendable {
         package var sequence: Int
         /// When the response was decided (monotonic ns).
         package var sentAtNanos: UInt64
+        /// When its head could first go out: the decision plus the script's waits before the head (a step's delay).
+        /// The client cannot have read the field sooner, and reads it no later than the head's write, so counting the
+        /// delay from here never blames a client for the server's own lateness.
+        package var headAtNanos: UInt64 = 0
         /// When its exchange finished with bytes sent: nil while the answer is still going out.
         package var deliveredAtNanos: UInt64?
         /// The connection and stream the answer went out on.
@@ -51,10 +56,10 @@ package struct RetryAfterTracker: Sendable {
         /// The `Retry-After` field value as sent.
         package var retryAfter: String
 
-        /// The first moment a follow-up honours the advertisement (monotonic ns): the delivery plus the delay, or
-        /// the date's moment; before delivery, the decision time plus the delay.
+        /// The first moment a follow-up honours the advertisement (monotonic ns): the head's moment plus the delay,
+        /// or the date's moment.
         package var earliestRetryNanos: UInt64 {
-            let from = absolute ? sentAtNanos : deliveredAtNanos ?? sentAtNanos
+            let from = absolute ? sentAtNanos : max(headAtNanos, sentAtNanos)
             let sum = from.addingReportingOverflow(UInt64(max(0, waitMilliseconds)).multipliedReportingOverflow(by: 1_000_000).partialValue)
             return sum.overflow ? UInt64.max : sum.partialValue
         }
@@ -68,9 +73,9 @@ package struct RetryAfterTracker: Sendable {
         package var advertisedSequence: Int
         /// The request that followed it.
         package var retrySequence: Int
-        /// From the advertisement's delivery to the earliest honoured moment.
+        /// From the advertisement's head to the earliest honoured moment.
         package var advertisedWaitMilliseconds: Int
-        /// Retry arrival − the advertisement's delivery.
+        /// Retry arrival − the advertisement's head.
         package var actualWaitMilliseconds: Int
         /// > 0 when the retry came before the advertised time, else 0.
         package var earlyByMilliseconds: Int
@@ -131,12 +136,14 @@ package struct RetryAfterTracker: Sendable {
     /// Several may be pending for one key (concurrent requests limited together); each is followed once.
     package mutating func advertised(
         key: RetryAfterKey, logical: String? = nil, sequence: Int, status: Int, retryAfter: String, waitMilliseconds: Int,
-        nowNanos: UInt64, connection: Int = 0, stream: Int? = nil
+        nowNanos: UInt64, headDelayMilliseconds: Int = 0, connection: Int = 0, stream: Int? = nil
     ) {
         pendingByKey[key, default: []].append(Advertisement(
             key: key, logical: logical, sequence: sequence, sentAtNanos: nowNanos, deliveredAtNanos: nil,
             connection: connection, stream: stream, waitMilliseconds: waitMilliseconds,
             absolute: HTTPDate.parse(retryAfter.trimmingWhitespace()) != nil, status: status, retryAfter: retryAfter))
+        pendingByKey[key]![pendingByKey[key]!.count - 1].headAtNanos =
+            nowNanos &+ UInt64(max(0, headDelayMilliseconds)) &* 1_000_000
         pendingCount += 1
         if pendingCount >= 2 * observationCapacity {
             let kept = pendingByKey.values.flatMap { $0 }.sorted { $0.sequence < $1.sequence }.suffix(observationCapacity)
@@ -182,14 +189,14 @@ package struct RetryAfterTracker: Sendable {
         let advertisement = pendingByKey[key]!.remove(at: index)
         pendingCount -= 1
         if pendingByKey[key]!.isEmpty { pendingByKey[key] = nil }
-        let delivered = advertisement.deliveredAtNanos!
+        let head = max(advertisement.headAtNanos, advertisement.sentAtNanos)
         let earliest = advertisement.earliestRetryNanos
         let observation = Observation(
             key: key,
             advertisedSequence: advertisement.sequence,
             retrySequence: sequence,
-            advertisedWaitMilliseconds: Self.milliseconds(earliest, delivered),
-            actualWaitMilliseconds: Self.milliseconds(nowNanos, delivered),
+            advertisedWaitMilliseconds: Self.milliseconds(earliest, head),
+            actualWaitMilliseconds: Self.milliseconds(nowNanos, head),
             earlyByMilliseconds: Self.milliseconds(earliest, nowNanos, roundingUp: true))
         retries += 1
         if !observation.honoured { early += 1 }

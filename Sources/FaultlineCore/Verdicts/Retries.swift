@@ -6,7 +6,8 @@
 ///   when one is sent, or the value of the header `logicalKey` names.
 /// - **A retry** of an attempt is a later attempt of the same logical request that arrived after the server had
 ///   finished the earlier one's exchange — its answer's last byte written, or the exchange failed — provably so
-///   (`follows`: the same HTTP/1.1 connection, a connection opened after it, or 10 ms after it). The
+///   (`follows`: after a broken exchange; after an answer, on the same HTTP/1.1 connection, on a connection
+///   accepted after it, or elsewhere 10 ms after it). The
 ///   server cannot know whether the client read a 201 before its connection broke, so "sent again" is judged
 ///   whatever the earlier answer was; a client that polls one resource on purpose names its logical requests with
 ///   a header (`logicalRequest: {"header": …}`). A rule judges only where its situation arose (`invitesRetry`: an
@@ -36,7 +37,7 @@ package enum Retries {
         package var connection: Int
         /// The HTTP/2 stream; nil over HTTP/1.1.
         package var stream: Int?
-        /// When its connection was accepted (monotonic ns; 0 when unknown).
+        /// When the server accepted its connection (monotonic ns; 0 when unknown).
         package var connectionOpenedAtNanos: UInt64
         /// When its request arrived (monotonic ns): its head was read.
         package var arrivedAtNanos: UInt64
@@ -54,42 +55,53 @@ package enum Retries {
         }
     }
 
-    /// Where and when an earlier attempt's exchange ended (nil: not yet).
+    /// Where and when an earlier attempt's exchange ended (nil: not yet), and whether it ended with an answer.
     package struct Answer: Sendable, Equatable {
         package var connection: Int
         package var stream: Int?
         package var finishedAtNanos: UInt64?
+        /// A complete response went out, and no fault broke anything around it. False for an exchange that broke:
+        /// refused or reset streams, a reset or closed connection, a hang the client gave up on, a GOAWAY after it.
+        package var answered = true
 
-        package init(connection: Int, stream: Int? = nil, finishedAtNanos: UInt64?) {
+        package init(connection: Int, stream: Int? = nil, finishedAtNanos: UInt64?, answered: Bool = true) {
             self.connection = connection
             self.stream = stream
             self.finishedAtNanos = finishedAtNanos
+            self.answered = answered
         }
 
         package init(_ entry: JournalEntry) {
-            self.init(connection: entry.connectionID, stream: entry.stream, finishedAtNanos: entry.finishedAtMonotonicNanos)
+            self.init(connection: entry.connectionID, stream: entry.stream, finishedAtNanos: entry.finishedAtMonotonicNanos,
+                      answered: entry.outcome == .completed && entry.status != nil && entry.fault == nil)
         }
     }
 
-    /// How long after an answer's end a request on a connection that was already open must arrive to be taken as
-    /// sent because of it. The server reads requests one loop turn at a time, so a burst sent at once — HTTP/2
-    /// streams in separate packets, a pool of HTTP/1.1 connections — is read over a few milliseconds, after the
-    /// first tiny answer has already gone out; no client reads an answer and sends a new request that fast on
-    /// purpose. The price: a client that retries *on another open connection, or on the same HTTP/2 connection*
-    /// within this window is not judged as retrying (the rule then says inconclusive rather than pass).
+    /// How long after an answer's end (a complete response) a request on a connection that was already open —
+    /// another one, or the same HTTP/2 connection — must arrive to be taken as sent because of it. The server reads
+    /// requests one loop turn at a time, so a burst sent at once (HTTP/2 streams in separate packets, a pool of
+    /// HTTP/1.1 connections) is read over a few milliseconds, after the first tiny answer has already gone out. The
+    /// price: a client that retries an *answered* request within this window on a connection that was already open
+    /// is not judged as retrying (a rule with nothing else to judge then says inconclusive, not pass).
     package static let concurrencyGraceNanos: UInt64 = 10_000_000
 
     /// Whether `later` was sent because of `answer` — after it, and provably so:
-    /// - the same HTTP/1.1 connection, after the answer (no pipelining: a pipelined request's head was read before
-    ///   the answer ended);
-    /// - a connection accepted after the answer ended;
-    /// - or, on a connection already open (another one, or the same HTTP/2 connection), at least
+    /// - an exchange that broke (a refused or reset stream, a reset or closed connection, a fault): any request
+    ///   after it. Clients resend those at once by design (RFC 9113 §8.7 for refused streams, a reconnect after a
+    ///   reset);
+    /// - an answer, on the same HTTP/1.1 connection: any request after it (no pipelining: a pipelined request's head
+    ///   was read before the answer ended);
+    /// - an answer, on a connection the server accepted after it ended (a client that dials anew for each request);
+    /// - an answer, on a connection already open (another one, or the same HTTP/2 connection): at least
     ///   `concurrencyGraceNanos` after it.
-    /// Monotonic nanoseconds, never milliseconds: a burst on fresh connections arrives within one millisecond.
+    /// Monotonic nanoseconds, never milliseconds: a burst arrives within one millisecond. One race remains: a burst
+    /// whose connections were dialled together but that the loop accepts only after it answered the first looks like
+    /// retries on fresh connections.
     package static func follows(_ later: Attempt, _ answer: Answer) -> Bool {
         guard let finished = answer.finishedAtNanos, finished <= later.arrivedAtNanos else { return false }
+        if !answer.answered { return true }
         if later.connection == answer.connection, later.stream == nil, answer.stream == nil { return true }
-        if later.connectionOpenedAtNanos >= finished { return true }
+        if later.connection != answer.connection, later.connectionOpenedAtNanos >= finished { return true }
         return later.arrivedAtNanos - finished >= concurrencyGraceNanos
     }
 
