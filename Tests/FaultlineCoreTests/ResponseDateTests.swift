@@ -298,6 +298,18 @@ import Testing
         }
     }
 
+    // MARK: - Recording
+
+    @Test func aRecordedStepKeepsNoDateSoEachReplayIsDatedAnew() throws {
+        let output = RecordingWriter.write([RecordingWriterTests.exchange(
+            "GET", "/a", headers: [("Date", "Sun, 06 Nov 1994 08:49:37 GMT"), ("X-A", "1")])], options: .init())
+        guard case .array(let steps)? = RecordingWriterTests.routes(output).first?["responses"] else {
+            Issue.record("no responses")
+            return
+        }
+        #expect(steps.first?["headers"] == .object([("X-A", .string("1"))]))
+    }
+
     // MARK: - The loader
 
     @Test func dateMustBeFalseOrTrue() {
