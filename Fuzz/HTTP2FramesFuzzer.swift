@@ -108,6 +108,11 @@ enum HTTP2FramesFuzzCheck {
             called("now")
             return Arrival(wall: 1_700_000_000 + Double(clock) / 1000, monotonicNanos: UInt64(clock) * 1_000_000)
         }
+        let dates = HTTPDateCache()
+        func dateLine() -> [UInt8] {
+            called("dateLine")
+            return dates.line(atWall: 1_700_000_000 + Double(clock) / 1000)
+        }
         func dispatch(_ request: HTTPRequest, _ context: RequestContext) -> Exchange {
             called("dispatch")
             if context.stream == nil { problems.append("a request without its stream") }

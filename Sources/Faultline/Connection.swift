@@ -210,6 +210,9 @@ final class Connection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDelegate 
 
     func now() -> Arrival { Arrival(wall: Clock.wallSeconds(), monotonicNanos: Clock.monotonicNanos()) }
 
+    /// One clock read per head; the text is the engine's, formatted once per second (`HTTPDateCache`).
+    func dateLine() -> [UInt8] { server.engine.dates.line(atWall: Clock.wallSeconds()) }
+
     // MARK: - HTTP2ConnectionIO
 
     func schedule(milliseconds: Int, _ action: @escaping () -> Void) -> CancellableTimer {

@@ -38,6 +38,8 @@ final class FakeHTTP1IO: HTTP1ConnectionIO {
     func cancelTimer(_ timer: HTTP1Timer) { timers[timer] = nil }
     func now() -> Arrival { Arrival(wall: 1_700_000_000 + Double(clock) / 1000, monotonicNanos: UInt64(clock) * 1_000_000) }
     func timerRunning(_ timer: HTTP1Timer) -> Bool { timers[timer] != nil }
+    let dates = HTTPDateCache()
+    func dateLine() -> [UInt8] { dates.line(atWall: now().wall) }
 
     /// Paths whose exchange is dispatched with no script (answered later, as a proxied one is): kept here.
     var deferredPaths: Set<String> = []
@@ -139,7 +141,8 @@ final class FakeHTTP1IO: HTTP1ConnectionIO {
         io.advance(1)
         #expect(io.take() == ["write HTTP/1.1 200 OK", "finished /slow completed", "write HTTP/1.1 200 OK",
                               "finished /fast completed"])
-        #expect(String(decoding: io.written, as: UTF8.self).hasSuffix("late" + "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
+        #expect(String(decoding: io.written, as: UTF8.self).hasSuffix(
+            "late" + "HTTP/1.1 200 OK\r\nDate: Tue, 14 Nov 2023 22:13:20 GMT\r\nContent-Length: 2\r\n\r\nok"))
         #expect(machine.state == .idle)
     }
 

@@ -270,7 +270,7 @@ struct ScenarioLoaderTests {
 
         let far = loadError(withStep(#"{"zzz": 1}"#))
         #expect(far?.message.hasPrefix(#"unknown key "zzz"; expected one of "status", "headers", "#) == true)
-        #expect(far?.message.hasSuffix(#""resource", "websocket" or "proxy""#) == true)
+        #expect(far?.message.hasSuffix(#""resource", "websocket", "proxy" or "date""#) == true)
     }
 
     @Test("a type error says what was expected and what was found")

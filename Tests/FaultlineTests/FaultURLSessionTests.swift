@@ -14,8 +14,9 @@ import FoundationNetworking
 /// the seeded faults write the same bytes every run.
 @Suite struct FaultURLSessionTests {
     static let body = #"{"id":42,"name":"widget","tags":["a","b"]}"#   // 42 bytes
-    static let headKeepAlive = 71   // status line, Content-Type: application/json, Content-Length: 42
-    static let headClose = 90       // the same plus Connection: close
+    static let date = 37            // Date: Tue, 01 Dec 2026 19:46:35 GMT and CRLF
+    static let headKeepAlive = 71 + date  // status line, Date, Content-Type: application/json, Content-Length: 42
+    static let headClose = 90 + date      // the same plus Connection: close
 
     /// GET /<fault> answers 200 + `body` with that fault.
     static func scenario(_ fault: String) -> String {
@@ -159,7 +160,8 @@ import FoundationNetworking
     @Test func malformedChunkIsAnUnknownError() async throws {
         let seen = try await Self.observe("malformed-chunk")
         Self.expectError(seen, .unknown, "Illegal or missing hexadecimal sequence in chunked-encoding")
-        Self.expectJournal(seen, fault: "malformed-chunk", status: 200, outcome: .closedByFault, bytesWritten: 146)
+        Self.expectJournal(
+            seen, fault: "malformed-chunk", status: 200, outcome: .closedByFault, bytesWritten: 146 + Self.date)
     }
 
     @Test func stallAfterHeadersTimesOutAndIsReleased() async throws {
@@ -175,7 +177,7 @@ import FoundationNetworking
         let seen = try await Self.observe("bad-gzip")
         Self.expectError(seen, .unknown, "Error while processing content unencoding: incorrect header check")
         #expect(seen.entry.head?.headers["accept-encoding"]?.contains("gzip") == true)
-        Self.expectJournal(seen, fault: "bad-gzip", status: 200, outcome: .completed, bytesWritten: 159)
+        Self.expectJournal(seen, fault: "bad-gzip", status: 200, outcome: .completed, bytesWritten: 159 + Self.date)
     }
 
     // MARK: - A successful response with unusable data
@@ -215,7 +217,8 @@ import FoundationNetworking
         #expect(response.http.statusCode == 200)
         #expect(response.http.mimeType == "text/html" && response.http.textEncodingName == "utf-8")
         #expect(String(decoding: response.data, as: UTF8.self) == Self.body && Self.parsesAsJSON(response.data))
-        Self.expectJournal(seen, fault: "wrong-content-type", status: 200, outcome: .completed, bytesWritten: 121)
+        Self.expectJournal(
+            seen, fault: "wrong-content-type", status: 200, outcome: .completed, bytesWritten: 121 + Self.date)
     }
 
     @Test func htmlErrorPageIsA502ThatDoesNotParse() async throws {
@@ -225,7 +228,7 @@ import FoundationNetworking
         #expect(String(decoding: response.data, as: UTF8.self).hasPrefix("<html>"))
         #expect(!Self.parsesAsJSON(response.data))
         #expect(seen.entry.fault == "html-error-page" && seen.entry.outcome == .completed)
-        #expect(seen.entry.bytesWritten == 226)
+        #expect(seen.entry.bytesWritten == 226 + Self.date)
         #expect(seen.entry.status == 502)
     }
 }

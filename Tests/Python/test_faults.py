@@ -24,8 +24,9 @@ FETCH_TIMEOUT_MS = 1000      # AbortSignal.timeout: likewise
 # How long a raw-socket test waits to be sure nothing more is coming.
 SILENCE_S = 0.3
 
-HEAD_KEEP_ALIVE = 71   # "HTTP/1.1 200 OK", Content-Type: application/json, Content-Length: 42
-HEAD_CLOSE = 90        # the same plus "Connection: close"
+DATE = 37              # "Date: Tue, 01 Dec 2026 19:46:35 GMT" and CRLF, on every head the server sends
+HEAD_KEEP_ALIVE = 71 + DATE   # "HTTP/1.1 200 OK", Date, Content-Type: application/json, Content-Length: 42
+HEAD_CLOSE = 90 + DATE        # the same plus "Connection: close"
 EXCESS = b"FAULTLINE-OVERLONG-BODY-EXCESS-BYTES\r\n"
 
 # bytesWritten of the first request to each fault on a fresh server (seed 7), as measured on the wire by
@@ -35,14 +36,14 @@ BYTES_WRITTEN = {
     "close-after-headers": HEAD_KEEP_ALIVE,
     "truncate-body": HEAD_CLOSE + 21,
     "overlong-body": HEAD_CLOSE + 42 + len(EXCESS),
-    "malformed-chunk": 146,   # head with Transfer-Encoding: chunked (98) + "zz\r\n" + body + "\r\n"
+    "malformed-chunk": 146 + DATE,   # head with Date and Transfer-Encoding: chunked (98 + 37) + "zz\r\n" + body + "\r\n"
     "garbage": 454,           # 64–512 random bytes; 454 for seed 7 and this route id
     "stall-after-headers": HEAD_KEEP_ALIVE,
     "corrupt-json": HEAD_KEEP_ALIVE + 44,   # two bytes (0x01 "}") inserted
     "truncated-json": HEAD_KEEP_ALIVE + 20,   # cut at 20 bytes for seed 7 and this route id
-    "wrong-content-type": 121,
-    "html-error-page": 226,
-    "bad-gzip": 159,
+    "wrong-content-type": 121 + DATE,
+    "html-error-page": 226 + DATE,
+    "bad-gzip": 159 + DATE,
 }
 
 # (journal response.status, response.outcome) per fault. html-error-page's status is checked separately:

@@ -37,9 +37,18 @@ struct HotPath {
                     now: EngineInstant(monotonicMilliseconds: UInt64(index), wallSeconds: 0), connection: 1)
                 entry.record(decision)
                 let sequence = journal.record(consume entry)
-                // What the HTTP/1.1 codec does with the script: render its steps into one reused output buffer.
+                // What the HTTP/1.1 codec does with the script: render its steps into one reused output buffer,
+                // heads dated from the engine's per-second cache (the clock moves on a second every 1000 requests).
                 var renderer = HTTP1Renderer()
-                for step in decision.script.steps { renderer.render(step, into: &output) }
+                let wall = Double(index) / 1000
+                for step in decision.script.steps {
+                    if case .head(let head) = step {
+                        renderer.render(
+                            head: head, dateLine: head.addsDate ? engine.dates.line(atWall: wall) : [], into: &output)
+                    } else {
+                        renderer.render(step, into: &output, date: { [] })
+                    }
+                }
                 written += output.count
                 output.reset()
                 journal.update(sequence) {
@@ -107,6 +116,8 @@ final class BenchIO: HTTP1ConnectionIO {
     func startTimer(_ timer: HTTP1Timer, milliseconds: Int) {}
     func cancelTimer(_ timer: HTTP1Timer) {}
     func now() -> Arrival { tick += 1; return Arrival(wall: 0, monotonicNanos: tick * 1_000_000) }
+    /// As the server's Connection: the engine's per-second cache (the fake clock moves on a second every 1000 ticks).
+    func dateLine() -> [UInt8] { engine.dates.line(atWall: Double(tick) / 1000) }
     func dispatch(_ request: HTTPRequest, _ context: RequestContext) -> Exchange {
         let decision = engine.decide(
             request, requestID: journal.nextSequence, connectionRequestIndex: context.indexOnConnection,

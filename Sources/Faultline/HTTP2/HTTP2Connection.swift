@@ -14,6 +14,9 @@ protocol HTTP2ConnectionIO: AnyObject {
     /// Runs `action` once after `milliseconds`, unless the returned timer is cancelled first.
     func schedule(milliseconds: Int, _ action: @escaping () -> Void) -> CancellableTimer
     func now() -> Arrival
+    /// The `Date` field line (`Date: …` CRLF) for a head submitted now: the engine's per-second cache, as for
+    /// HTTP/1.1. Its value goes out as the `date` field (RFC 9110 §6.6.1).
+    func dateLine() -> [UInt8]
     /// A complete request (`context.stream` names its stream).
     func dispatch(_ request: HTTPRequest, _ context: RequestContext) -> Exchange
     /// A request that cannot be served as it is (too large, not complete in time): journaled with what arrived.
@@ -380,6 +383,8 @@ final class HTTP2Connection {
     @exclusivity(unchecked) private var readyToRun: [HTTP2Stream] = []
     @exclusivity(unchecked) private var lastHead: ResponseHead?
     @exclusivity(unchecked) private var lastFields = HTTP2Fields()
+    /// The date line `lastFields` carries (empty when its head adds none).
+    @exclusivity(unchecked) private var lastDate: [UInt8] = []
     @exclusivity(unchecked) private var running: [HTTP2Stream] = []
     @exclusivity(unchecked) private var runningReady = false
 
@@ -883,10 +888,13 @@ final class HTTP2Connection {
         guard let head = stream.head, let session, !stream.submitted, !writeShut else { return }
         stream.submitted = true
         let withBody = !(stream.eof && stream.pendingCount == 0)
-        // Plain steps share their head: the fields of the last one rendered are kept.
-        if head !== lastHead {
+        // Plain steps share their head: the fields of the last one rendered are kept, and made again when the
+        // second changes the date (the same line, the same array, for a whole second: compared by identity first).
+        let date = head.addsDate ? io.dateLine() : []
+        if head !== lastHead || date != lastDate {
             lastHead = head
-            lastFields = Self.fields(head)
+            lastDate = date
+            lastFields = Self.fields(head, dateLine: date)
         }
         let fields = lastFields
         var provider = nghttp2_data_provider(
@@ -992,11 +1000,15 @@ final class HTTP2Connection {
         }
     }
 
-    /// The response head as HTTP/2 fields: `:status`, lower-case names, and none of the connection-specific
-    /// fields (RFC 9113 §8.2.2). A chunked head's framing is HTTP/1.1's: DATA frames carry its body.
-    static func fields(_ head: ResponseHead) -> HTTP2Fields {
+    /// The response head as HTTP/2 fields: `:status`, `date` from `dateLine` when it is not empty, lower-case
+    /// names, and none of the connection-specific fields (RFC 9113 §8.2.2). A chunked head's framing is HTTP/1.1's:
+    /// DATA frames carry its body.
+    static func fields(_ head: ResponseHead, dateLine: [UInt8] = []) -> HTTP2Fields {
         let fields = HTTP2Fields()
         fields.append(":status", String(head.status))
+        if !dateLine.isEmpty {
+            fields.append("date", String(decoding: HTTPDateCache.value(ofLine: dateLine), as: UTF8.self))
+        }
         for field in head.headers {
             let name = field.name.lowercased()
             switch name {

@@ -316,7 +316,8 @@ final class TLSTransport: Transport, TransportDelegate, TLSSessionParty {
     private func answerPlainHTTP(_ reason: String) {
         guard reason == "http request" else { return }
         let body = "faultline: this port speaks TLS; use https://\n"
-        let response = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"
+        let response = "HTTP/1.1 400 Bad Request\r\nDate: \(HTTPDate.format(unixSeconds: Clock.wallSeconds()))\r\n"
+            + "Content-Type: text/plain; charset=utf-8\r\n"
             + "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n" + body
         var bytes = Array(response.utf8)
         _ = bytes.withUnsafeMutableBytes { tcp.write(UnsafeRawBufferPointer($0)) }

@@ -214,7 +214,9 @@ extension Engine {
         } else {
             notes.append(.remark("auth: token call answered by refresh step \(min(policy.refreshServed, steps.count) - 1)"))
         }
-        var context = TemplateContext(pathParameters: [:], input: input, requestID: requestID, resourceID: { 0 })
+        var context = TemplateContext(
+            pathParameters: [:], input: input, requestID: requestID, wallSeconds: now.wallSeconds, dates: dates,
+            resourceID: { 0 })
         let plan = ResponsePlanner.plan(PreparedStep(step), for: request, context: &context, random: &tokenRandom)
         let decision = Decision(scenario: nil, route: .tokenEndpoint, step: nil, unmatched: nil, script: plan)
         decision.completion = ExchangeCompletion(generation: generation, refresh: true)

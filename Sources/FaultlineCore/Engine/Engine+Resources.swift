@@ -41,17 +41,19 @@ extension Engine {
         if keepAlive && request.head.version == .http1_0 { headers.append(name: "Connection", value: "keep-alive") }
         var record = answer.record
         let isHead = request.method == "HEAD"
+        let date = answer.date && step?.date != false
         guard let fault = step?.fault else {
             steps.append(.head(ResponseHead(
-                status: answer.status, headers: headers, bodyLength: answer.bodyLength, close: !keepAlive)))
+                status: answer.status, headers: headers, bodyLength: answer.bodyLength, close: !keepAlive, date: date)))
             steps += answer.body.steps
             steps.append(.end)
             if !keepAlive { steps.append(.abortConnection(.close)) }
             return (ResponseScript(steps: steps, status: answer.status, keepAlive: keepAlive), record)
         }
+        var response = HTTPResponse(status: answer.status, headers: headers)
+        response.date = date
         let script = ResponsePlanner.faultScript(
-            fault, HTTPResponse(status: answer.status, headers: headers), body: answer.body, headOnly: isHead,
-            after: steps, keepAlive: keepAlive, &random)
+            fault, response, body: answer.body, headOnly: isHead, after: steps, keepAlive: keepAlive, &random)
         // Only a body that is one stretch of the representation (not multipart) has an offset to cut at.
         if !isHead, [200, 206].contains(answer.status), answer.record.ranges.count <= 1, fault.name.sendsHead(fault.after),
            !script.steps.contains(.end) {

@@ -12,6 +12,7 @@ extension Engine {
                 ("status", .int(status)), ("detail", .string(detail)),
             ]))
             response.headers = HTTPHeaders([("Content-Type", "application/problem+json")] + extra.map { (name: $0.0, value: $0.1) })
+            response.date = step.date
             return ResponseScript.simple(for: request, response: response)
         }
         guard request.head.asksForWebSocket else {
@@ -51,7 +52,8 @@ extension Engine {
             script: script, maxMessageBytes: spec.maxMessageBytes, ignorePings: spec.ignorePings, seed: random.next(),
             subprotocol: subprotocol)
         var steps = ResponsePlanner.waitSteps(step.delay, &random)
-        steps.append(.head(ResponseHead(status: 101, headers: HTTPHeaders(fields), bodyLength: 0, close: false)))
+        steps.append(.head(ResponseHead(
+            status: 101, headers: HTTPHeaders(fields), bodyLength: 0, close: false, date: step.date)))
         steps.append(.upgrade(plan))
         return ResponseScript(steps: steps, status: 101, keepAlive: true)
     }

@@ -132,6 +132,9 @@ package final class Engine {
     @exclusivity(unchecked) var handshakesServed: [Int: Int] = [:]
     /// The resources of the loaded scenarios and their instances' versions.
     package let resources = ResourceStore()
+    /// The `Date` every response carries (RFC 9110 §6.6.1), formatted once per second: the codecs write heads with
+    /// it, at the time they write them, and `{{now.httpDate}}` renders from it.
+    package let dates = HTTPDateCache()
     /// `serve --proxy URL`: the proxy settings under every scenario's (ARCHITECTURE §4d).
     @exclusivity(unchecked) package var defaultProxy: ProxyConfig? {
         didSet { unmatchedProxyCache = nil }
@@ -418,7 +421,7 @@ package final class Engine {
                 decision = routeDecision(loaded, step: nil, script: script)
                 decision.resource = record
             } else {
-                var context = templateContext(input, parameters, requestID: requestID)
+                var context = templateContext(input, parameters, requestID: requestID, now: now)
                 let plan = ResponsePlanner.plan(
                     PreparedStep(step), for: input.request, context: &context, random: &state.random)
                 decision = routeDecision(loaded, step: nil, script: plan)
@@ -454,7 +457,7 @@ package final class Engine {
             var step = prepared.step
             if prepared.templatedHeaders {
                 // The step's headers are rendered now, from the request, as a scripted step's are.
-                let context = templateContext(input, parameters, requestID: requestID)
+                let context = templateContext(input, parameters, requestID: requestID, now: now)
                 var resourceID: Int?
                 step.headers = step.headers.map { (name: $0.name, value: Template.render($0.value, context, resourceID: &resourceID)) }
             }
@@ -470,7 +473,7 @@ package final class Engine {
         let plan: ResponseScript
         var resourceRecord: ResourceRecord?
         if let spec = prepared.step.websocket {
-            var context = templateContext(input, parameters, requestID: requestID)
+            var context = templateContext(input, parameters, requestID: requestID, now: now)
             plan = webSocketScript(spec, step: prepared.step, input.request, context: &context, random: &state.random)
         } else if let reference = prepared.step.resource, let (script, record) = resourceStep(
             reference, prepared.step, scenarioIndex: loaded.scenarioIndex, input, parameters, now: now,
@@ -482,7 +485,7 @@ package final class Engine {
             keepResponse: idempotencyKey != nil) {
             plan = cached
         } else {
-            var context = templateContext(input, parameters, requestID: requestID)
+            var context = templateContext(input, parameters, requestID: requestID, now: now)
             plan = ResponsePlanner.renderedPlan(
                 prepared, for: input.request, context: &context, random: &state.random,
                 extraHeaders: extraHeaders, keepResponse: idempotencyKey != nil)
@@ -550,10 +553,11 @@ package final class Engine {
 
     /// The values `{{…}}` placeholders read. Built only for a step that renders something.
     private func templateContext(
-        _ input: MatchInput, _ parameters: [String: String], requestID: Int
+        _ input: MatchInput, _ parameters: [String: String], requestID: Int, now: EngineInstant
     ) -> TemplateContext {
         var context = TemplateContext(
-            pathParameters: parameters, input: input, requestID: requestID, resourceID: { [unowned self] in
+            pathParameters: parameters, input: input, requestID: requestID, wallSeconds: now.wallSeconds, dates: dates,
+            resourceID: { [unowned self] in
                 defer { self.nextResourceID += 1 }
                 return self.nextResourceID
             })

@@ -32,8 +32,10 @@ final class PreparedStep {
             }
         }
         if let body = staticBody, !templatedHeaders, step.fault == nil, step.drip == nil, !step.closeConnection {
+            // Built once and shared: the codec adds each response's Date as it writes the head.
             let head = ResponseHead(
-                status: step.status, headers: Self.headers(step, rendered: nil), bodyLength: body.count, close: false)
+                status: step.status, headers: Self.headers(step, rendered: nil), bodyLength: body.count, close: false,
+                date: step.date)
             cachedKeepAliveSteps = body.isEmpty ? [.head(head), .end] : [.head(head), .body(body), .end]
         } else {
             cachedKeepAliveSteps = nil
@@ -115,6 +117,7 @@ enum ResponsePlanner {
         let isHead = request.method == "HEAD"
         let keepAlive = request.head.clientWantsKeepAlive && !step.closeConnection
         var response = response
+        response.date = response.date && step.date
         for field in extraHeaders { response.headers.append(name: field.name, value: field.value) }
         let nominal = keepResponse ? response : nil
         if keepAlive && request.head.version == .http1_0 {
@@ -127,7 +130,8 @@ enum ResponsePlanner {
             return script
         }
         let head = ResponseHead(
-            status: response.status, headers: response.headers, bodyLength: response.body.count, close: !keepAlive)
+            status: response.status, headers: response.headers, bodyLength: response.body.count, close: !keepAlive,
+            date: response.date)
         if let drip = step.drip, !isHead {
             steps += dripSteps(head: head, body: response.body, drip)
         } else {
@@ -233,7 +237,9 @@ enum ResponsePlanner {
 
     /// The head of `response` as a fault sends it: `bodyLength` is what it announces, whatever follows.
     private static func head(_ response: HTTPResponse, close: Bool, bodyLength: Int) -> ResponseHead {
-        ResponseHead(status: response.status, headers: response.headers, bodyLength: bodyLength, close: close)
+        ResponseHead(
+            status: response.status, headers: response.headers, bodyLength: bodyLength, close: close,
+            date: response.date)
     }
 
     /// A well-framed response on a connection that stays usable.
@@ -277,8 +283,10 @@ enum ResponsePlanner {
         case .noCloseNotify:
             // The body is delimited by the close alone, so only TLS's close_notify could tell a client it is whole.
             let sent = min(fault.bytes ?? length, length)
-            return [.raw(response.serializedHead(close: true, framed: false))] + pieces.prefix(sent).steps
-                + [.abortConnection(.closeWithoutNotify)]
+            let head = ResponseHead(
+                status: response.status, headers: response.headers, bodyLength: 0, close: true, date: response.date,
+                framed: false)
+            return [.head(head)] + pieces.prefix(sent).steps + [.abortConnection(.closeWithoutNotify)]
         case .stallAfterHeaders:
             return [.head(announced(close: false)), .hang]
         case .truncateBody:
@@ -294,7 +302,8 @@ enum ResponsePlanner {
         case .malformedChunk:
             var headers = response.headers
             headers.append(name: "Transfer-Encoding", value: "chunked")
-            let head = ResponseHead(status: response.status, headers: headers, bodyLength: 0, close: true)
+            let head = ResponseHead(
+                status: response.status, headers: headers, bodyLength: 0, close: true, date: response.date)
             let size = Array(String(length, radix: 16).utf8)
             let crlf = Array("\r\n".utf8)
             switch fault.chunkBreak {
@@ -352,8 +361,10 @@ enum ResponsePlanner {
             let reason = HTTPStatus.reasonPhrase(status)
             let page = "<html>\r\n<head><title>\(status) \(reason)</title></head>\r\n<body>\r\n"
                 + "<center><h1>\(status) \(reason)</h1></center>\r\n<hr><center>gateway</center>\r\n</body>\r\n</html>\r\n"
-            return whole(HTTPResponse(
-                status: status, headers: HTTPHeaders([("Content-Type", "text/html")]), body: Array(page.utf8)))
+            var error = HTTPResponse(
+                status: status, headers: HTTPHeaders([("Content-Type", "text/html")]), body: Array(page.utf8))
+            error.date = response.date
+            return whole(error)
         case .badGzip:
             response.headers.append(name: "Content-Encoding", value: "gzip")
             // Not gzip: the first byte is never the 0x1f magic.

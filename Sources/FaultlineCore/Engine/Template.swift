@@ -1,5 +1,5 @@
 /// The values a response template may refer to (ARCHITECTURE §2): `{{path.x}}`, `{{query.x}}`, `{{header.X}}`,
-/// `{{request.id}}`, `{{resource.id}}`, `{{token}}`.
+/// `{{request.id}}`, `{{resource.id}}`, `{{token}}`, `{{now.httpDate}}`.
 package struct TemplateContext {
     package var pathParameters: [String: String]
     /// Read only when a template asks for `{{query.…}}`, so the query string is parsed lazily.
@@ -11,13 +11,20 @@ package struct TemplateContext {
     package var token: String?
     /// Drawn lazily: a step that never mentions `{{resource.id}}` does not consume an id.
     package var resourceID: () -> Int
+    /// The engine's clock when it decided the request (Unix seconds), for `{{now.httpDate}}`.
+    package var wallSeconds: Double
+    /// Where `{{now.httpDate}}` is formatted: the engine's cache, the one the codecs date heads from.
+    package let dates: HTTPDateCache
 
     package init(
-        pathParameters: [String: String], input: MatchInput, requestID: Int, resourceID: @escaping () -> Int
+        pathParameters: [String: String], input: MatchInput, requestID: Int, wallSeconds: Double,
+        dates: HTTPDateCache, resourceID: @escaping () -> Int
     ) {
         self.pathParameters = pathParameters
         self.input = input
         self.requestID = requestID
+        self.wallSeconds = wallSeconds
+        self.dates = dates
         self.resourceID = resourceID
     }
 }
@@ -51,6 +58,8 @@ package enum Template {
     private static func value(of name: String, _ context: TemplateContext, resourceID: inout Int?) -> String? {
         if name == "request.id" { return String(context.requestID) }
         if name == "token" { return context.token ?? "" }
+        // The decision's time, before the step's delay; `Date` is the time the head is written.
+        if name == "now.httpDate" { return context.dates.value(atWall: context.wallSeconds) }
         if name == "resource.id" {
             let id = resourceID ?? context.resourceID()
             resourceID = id

@@ -141,10 +141,12 @@ package final class Exchange {
 /// Where rendered bytes go: an array (tests, tools) or a connection's reusable `OutputBuffer`.
 package protocol ByteSink: ~Copyable {
     mutating func append(bytes: [UInt8])
+    mutating func append(raw: UnsafeRawBufferPointer)
 }
 
 extension Array: ByteSink where Element == UInt8 {
     package mutating func append(bytes: [UInt8]) { append(contentsOf: bytes) }
+    package mutating func append(raw: UnsafeRawBufferPointer) { append(contentsOf: raw) }
 }
 
 /// A growable byte buffer that is emptied by resetting a count: no reference counting and no per-use
@@ -164,7 +166,11 @@ package struct OutputBuffer: ByteSink, ~Copyable {
     package var isEmpty: Bool { count == 0 }
 
     package mutating func append(bytes: [UInt8]) {
-        let needed = count + bytes.count
+        bytes.withUnsafeBytes { append(raw: $0) }
+    }
+
+    package mutating func append(raw source: UnsafeRawBufferPointer) {
+        let needed = count + source.count
         if needed > capacity {
             var grown = capacity * 2
             while grown < needed { grown *= 2 }
@@ -174,9 +180,7 @@ package struct OutputBuffer: ByteSink, ~Copyable {
             base = bigger
             capacity = grown
         }
-        bytes.withUnsafeBytes { source in
-            if let from = source.baseAddress { (base + count).copyMemory(from: from, byteCount: source.count) }
-        }
+        if let from = source.baseAddress { (base + count).copyMemory(from: from, byteCount: source.count) }
         count = needed
     }
 
@@ -203,12 +207,14 @@ package struct HTTP1Renderer: Sendable {
     private static let lastChunk = Array("0\r\n\r\n".utf8)
 
     /// Appends the bytes `step` puts on the wire to `out`. Steps that are not bytes (waits, aborts, hang)
-    /// append nothing; the connection carries them out.
-    package mutating func render<Sink: ByteSink & ~Copyable>(_ step: ScriptStep, into out: inout Sink) {
+    /// append nothing; the connection carries them out. `date` gives the `Date` field line (`Date: …` CRLF) for a
+    /// head that adds one (`ResponseHead.addsDate`), asked only then.
+    package mutating func render<Sink: ByteSink & ~Copyable>(
+        _ step: ScriptStep, into out: inout Sink, date: () -> [UInt8]
+    ) {
         switch step {
         case .head(let head):
-            chunked = head.chunked
-            out.append(bytes: head.http1)
+            render(head: head, dateLine: head.addsDate ? date() : [], into: &out)
         case .body(let bytes):
             guard chunked else {
                 out.append(bytes: bytes)
@@ -220,7 +226,7 @@ package struct HTTP1Renderer: Sendable {
             out.append(bytes: bytes)
             out.append(bytes: Self.crlf)
         case .stream(let slice):
-            render(.body(slice.source.bytes(slice.range)), into: &out)
+            render(.body(slice.source.bytes(slice.range)), into: &out, date: date)
         case .end:
             if chunked { out.append(bytes: Self.lastChunk) }
             chunked = false
@@ -231,11 +237,32 @@ package struct HTTP1Renderer: Sendable {
         }
     }
 
-    /// Every byte a script puts on an HTTP/1.1 wire, waits ignored: for tests and for reading a script.
-    package static func bytes(_ script: ResponseScript) -> [UInt8] {
+    /// Appends a head: its HTTP/1.1 bytes as they were built (for a plain step, once, at load), with `dateLine` —
+    /// the `Date` field line, when the head adds one — right after the status line. The shared bytes are written
+    /// around the date, not rebuilt with it.
+    package mutating func render<Sink: ByteSink & ~Copyable>(
+        head: ResponseHead, dateLine: [UInt8], into out: inout Sink
+    ) {
+        chunked = head.chunked
+        guard head.addsDate, !dateLine.isEmpty else {
+            out.append(bytes: head.http1)
+            return
+        }
+        let split = head.statusLineLength
+        head.http1.withUnsafeBytes { http1 in
+            out.append(raw: UnsafeRawBufferPointer(rebasing: http1[..<split]))
+            out.append(bytes: dateLine)
+            out.append(raw: UnsafeRawBufferPointer(rebasing: http1[split...]))
+        }
+    }
+
+    /// Every byte a script puts on an HTTP/1.1 wire, waits ignored: for tests and for reading a script. `dateLine`
+    /// is the `Date` field line its heads get (`HTTPDateCache.line(atWall:)`); none by default, so a test reads the
+    /// bytes the script itself decides.
+    package static func bytes(_ script: ResponseScript, dateLine: [UInt8] = []) -> [UInt8] {
         var renderer = HTTP1Renderer()
         var out: [UInt8] = []
-        for step in script.steps { renderer.render(step, into: &out) }
+        for step in script.steps { renderer.render(step, into: &out, date: { dateLine }) }
         return out
     }
 }

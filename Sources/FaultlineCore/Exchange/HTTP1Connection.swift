@@ -39,6 +39,9 @@ package protocol HTTP1ConnectionIO: AnyObject {
     func cancelTimer(_ timer: HTTP1Timer)
     /// The clocks, read when a request's first byte arrives.
     func now() -> Arrival
+    /// The `Date` field line (`Date: …` CRLF, RFC 9110 §6.6.1) for a head written now, asked as each head that adds
+    /// one is rendered: the server's comes from the engine's per-second `HTTPDateCache`, so it costs no formatting.
+    func dateLine() -> [UInt8]
     /// Hands a complete request to the Dispatcher; the exchange may not have its script yet.
     func dispatch(_ request: HTTPRequest, _ context: RequestContext) -> Exchange
     /// Journals a request that is not valid HTTP; the exchange carries the error response.
@@ -467,8 +470,11 @@ package final class HTTP1Connection {
                 return
             case .step(let step):
                 switch step {
-                case .head, .body, .end, .raw:
-                    renderer.render(step, into: &output)
+                case .head(let head):
+                    // The date is asked for only by a head that adds one: one clock read per response.
+                    renderer.render(head: head, dateLine: head.addsDate ? io.dateLine() : [], into: &output)
+                case .body, .end, .raw:
+                    renderer.render(step, into: &output, date: { [] })
                 case .stream(let slice):
                     guard flush() else { return }
                     streamLeft = slice

@@ -23,6 +23,10 @@ package enum ConnectionAbort: Sendable, Equatable {
 ///
 /// `http1` is the head already serialized for HTTP/1.1 (RFC 9112 §4): the HTTP/1.1 codec writes it as it is.
 /// An HTTP/2 codec reads `status` and `headers` and skips the connection-specific fields (RFC 9113 §8.2.2).
+///
+/// `Date` is not in it (RFC 9110 §6.6.1): it changes every second while the head is shared, so the codec adds it
+/// when it writes the head (`addsDate`), from the engine's per-second `HTTPDateCache` — right after the status line
+/// over HTTP/1.1 (`statusLineLength` says where), after `:status` over HTTP/2.
 package final class ResponseHead: Sendable, Equatable {
     package let status: Int
     package let headers: HTTPHeaders
@@ -32,41 +36,64 @@ package final class ResponseHead: Sendable, Equatable {
     /// The `Content-Length` HTTP/1.1's head announces when the fields do not frame the body themselves: an
     /// HTTP/2 head sends it too (RFC 9113 §8.1.1 allows it, and clients use it for progress).
     package let contentLength: Int?
+    /// The codec adds `Date` when it writes this head: the fields carry none and the step did not ask for none
+    /// (`"date": false`, the `no-date` resource deviation).
+    package let addsDate: Bool
+    /// The bytes of `http1`'s status line, CRLF included: where the codec inserts `Date`.
+    package let statusLineLength: Int
 
     /// `bodyLength` is what `Content-Length` announces when the headers do not frame the body themselves;
-    /// `close` adds `Connection: close` (HTTP/1.1 only).
-    package init(status: Int, headers: HTTPHeaders, bodyLength: Int, close: Bool) {
+    /// `close` adds `Connection: close` (HTTP/1.1 only). `date: false` sends no `Date` (nor does a head whose
+    /// fields set one: that one goes out as it is). `framed: false` announces no length at all: the body ends with
+    /// the connection (RFC 9112 §6.3 item 8; `no-close-notify`).
+    package init(
+        status: Int, headers: HTTPHeaders, bodyLength: Int, close: Bool, date: Bool = true, framed: Bool = true
+    ) {
         self.status = status
         self.headers = headers
         // One pass over the fields: every response that is not prepared at load builds its head here.
         var chunked = false
-        var framed = false
+        var framedByFields = false
+        var hasDate = false
         for field in headers.fields {
             if field.name.caseInsensitiveEquals("transfer-encoding") {
-                framed = true
+                framedByFields = true
                 if !chunked { chunked = field.value.lowercased().contains("chunked") }
             } else if field.name.caseInsensitiveEquals("content-length") {
-                framed = true
+                framedByFields = true
+            } else if field.name.caseInsensitiveEquals("date") {
+                hasDate = true
             }
         }
-        self.chunked = chunked
+        self.chunked = chunked && framed
+        addsDate = date && !hasDate
         let bodyless = status < 200 || status == 204 || status == 304
-        contentLength = bodyless || framed ? nil : bodyLength
-        http1 = HTTPResponse(status: status, headers: headers).serializedHead(close: close, bodyLength: bodyLength)
+        contentLength = bodyless || framedByFields || !framed ? nil : bodyLength
+        let http1 = HTTPResponse(status: status, headers: headers)
+            .serializedHead(close: close, bodyLength: bodyLength, framed: framed)
+        self.http1 = http1
+        statusLineLength = (http1.firstIndex(of: 0x0A) ?? http1.count - 1) + 1
     }
 
     /// A head whose HTTP/1.1 bytes were serialized by the caller, in the same pass that chose its fields
-    /// (`ProxyHeaders.clientHead`): `http1` must be what the other initializer would make of them.
-    package init(status: Int, headers: HTTPHeaders, http1: [UInt8], contentLength: Int?, chunked: Bool) {
+    /// (`ProxyHeaders.clientHead`): `http1` must be what the other initializer would make of them, and
+    /// `addsDate` what it would decide.
+    package init(
+        status: Int, headers: HTTPHeaders, http1: [UInt8], statusLineLength: Int, contentLength: Int?, chunked: Bool,
+        addsDate: Bool
+    ) {
         self.status = status
         self.headers = headers
         self.http1 = http1
+        self.statusLineLength = statusLineLength
         self.contentLength = contentLength
         self.chunked = chunked
+        self.addsDate = addsDate
     }
 
     package static func == (lhs: ResponseHead, rhs: ResponseHead) -> Bool {
-        lhs === rhs || (lhs.status == rhs.status && lhs.headers == rhs.headers && lhs.http1 == rhs.http1)
+        lhs === rhs || (lhs.status == rhs.status && lhs.headers == rhs.headers && lhs.http1 == rhs.http1
+            && lhs.addsDate == rhs.addsDate)
     }
 }
 
@@ -267,7 +294,8 @@ package struct ResponseScript: Sendable, Equatable {
             response.headers.append(name: "Connection", value: "keep-alive")
         }
         let head = ResponseHead(
-            status: response.status, headers: response.headers, bodyLength: response.body.count, close: !keepAlive)
+            status: response.status, headers: response.headers, bodyLength: response.body.count, close: !keepAlive,
+            date: response.date)
         var steps: [ScriptStep] = [.head(head)]
         if request.method != "HEAD" && !response.body.isEmpty { steps.append(.body(response.body)) }
         steps.append(.end)

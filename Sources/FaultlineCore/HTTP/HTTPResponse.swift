@@ -1,9 +1,13 @@
 /// A response to be serialized exactly as given: Faultline adds only what a step leaves out and the framing
-/// needs (`Content-Length`, `Connection: close`), never anything else.
+/// needs (`Content-Length`, `Connection: close`) and, when the codec writes its head, `Date` (RFC 9110 §6.6.1)
+/// unless the fields set one or `date` is false — never anything else.
 package struct HTTPResponse: Sendable, Equatable {
     package var status: Int
     package var headers: HTTPHeaders
     package var body: [UInt8]
+    /// Whether the head gets the server's `Date` when its fields carry none (`ResponseHead.addsDate`): false for a
+    /// step's `"date": false` and the `no-date` resource deviation.
+    package var date = true
 
     package init(status: Int, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {
         self.status = status

@@ -121,7 +121,10 @@ package enum ProxyHeaders {
         var out: [UInt8] = []
         out.reserveCapacity(160 + response.headers.fields.count * 40)
         HTTPResponse.appendStatusLine(response.status, to: &out)
+        let statusLineLength = out.count
+        var hasDate = false
         forEachClientField(response, keepLength: false) { name, value in
+            if !hasDate && isNamed(name, "date") { hasDate = true }
             headers.append(name: name, value: value)
             append(name, value, to: &out)
         }
@@ -130,7 +133,11 @@ package enum ProxyHeaders {
         out.append(contentsOf: "\r\n".utf8)
         if close { out.append(contentsOf: "Connection: close\r\n".utf8) }
         out.append(contentsOf: "\r\n".utf8)
-        return ResponseHead(status: response.status, headers: headers, http1: out, contentLength: bodyLength, chunked: false)
+        // The upstream's Date is kept; an answer without one gets ours (RFC 9110 §6.6.1: a recipient with a clock
+        // that forwards a response without Date must add one).
+        return ResponseHead(
+            status: response.status, headers: headers, http1: out, statusLineLength: statusLineLength,
+            contentLength: bodyLength, chunked: false, addsDate: !hasDate)
     }
 
     /// The upstream's fields as the client receives them: end-to-end fields only, `Via` with our hop. The

@@ -88,6 +88,7 @@ package final class ProxyPlan {
             status: response.status, headers: ProxyHeaders.clientResponse(response, requestMethod: request.method),
             body: response.body)
         stepHeaders(step, over: &http.headers, &record)
+        noDate(step, &http.headers, &record)
         let waits = delaySteps(step.delay, &record)
         var script = ResponsePlanner.respond(
             http, step: step, after: waits, for: request, random: &random, extraHeaders: extraHeaders,
@@ -118,6 +119,14 @@ package final class ProxyPlan {
         guard !step.headers.isEmpty else { return }
         for field in step.headers { headers.set(name: field.name, value: field.value) }
         record.changed.append("headers set: " + step.headers.map(\.name).joined(separator: ", "))
+    }
+
+    /// `"date": false` on the step: the upstream's Date goes too, so the client gets none at all (the planner adds
+    /// none either); `record` says so when there was one.
+    private func noDate(_ step: ResponseStep, _ headers: inout HTTPHeaders, _ record: inout ProxyRecord) {
+        guard !step.date, headers["date"] != nil else { return }
+        headers.remove(name: "Date")
+        record.changed.append("Date removed")
     }
 
     /// The step's delay as the script's first steps, drawn from the plan's stream; `record` says it was added.
@@ -172,6 +181,7 @@ package final class ProxyPlan {
         let step = self.step ?? ResponseStep()
         var headers = ProxyHeaders.clientResponse(response, requestMethod: request.method)
         stepHeaders(step, over: &headers, &record)
+        noDate(step, &headers, &record)
         for field in extraHeaders { headers.append(name: field.name, value: field.value) }
         var keepAlive = request.head.clientWantsKeepAlive && !step.closeConnection
         let length = response.declaredLength
@@ -204,7 +214,8 @@ package final class ProxyPlan {
             record.changed.append("\(fault.name.rawValue): \(keep ?? length) of \(length) body bytes sent")
         }
         steps.append(.head(ResponseHead(
-            status: response.status, headers: headers, bodyLength: length ?? 0, close: closeAfterHead)))
+            status: response.status, headers: headers, bodyLength: length ?? 0, close: closeAfterHead,
+            date: step.date)))
         var script = ResponseScript(
             steps: steps, status: response.status, fault: step.fault?.name.rawValue, keepAlive: keepAlive)
         if keep == nil && !keepAlive { closing.append(.abortConnection(.close)) }
@@ -215,14 +226,14 @@ package final class ProxyPlan {
         return (script, closing, keep)
     }
 
-    /// The common case without the planner: no fault, drip, step headers or extra headers, no key to store, an
-    /// HTTP/1.1 or HTTP/2 client, a response with a body by definition — the upstream's answer as it is, after the
-    /// step's delay, its head made in one pass (`ProxyHeaders.clientHead`). The same script `respond` would make
-    /// (tested side by side); nil when any of that does not hold.
+    /// The common case without the planner: no fault, drip, step headers, `"date": false` or extra headers, no key
+    /// to store, an HTTP/1.1 or HTTP/2 client, a response with a body by definition — the upstream's answer as it is,
+    /// after the step's delay, its head made in one pass (`ProxyHeaders.clientHead`). The same script `respond` would
+    /// make (tested side by side); nil when any of that does not hold.
     private func plainScript(for response: UpstreamResponse, record: inout ProxyRecord) -> ResponseScript? {
         guard idempotency == nil, extraHeaders.isEmpty, request.head.version != .http1_0, request.method != "HEAD",
               response.status >= 200, response.status != 204, response.status != 304 else { return nil }
-        if let step, step.fault != nil || step.drip != nil || !step.headers.isEmpty { return nil }
+        if let step, step.fault != nil || step.drip != nil || !step.headers.isEmpty || !step.date { return nil }
         let keepAlive = request.head.clientWantsKeepAlive && !(step?.closeConnection ?? false)
         var steps = delaySteps(step?.delay, &record)
         steps.append(.head(ProxyHeaders.clientHead(response, bodyLength: response.body.count, close: !keepAlive)))

@@ -152,8 +152,9 @@ package enum RecordingWriter {
         var contentType = ""
         for field in exchange.responseHeaders {
             let lower = field.name.lowercased()
-            // The server frames the body itself.
-            if lower == "content-length" || lower == "transfer-encoding" { continue }
+            // The server frames the body itself, and dates each reply when it sends it (RFC 9110 §6.6.1): a recorded
+            // Date would be sent frozen at the time of the recording.
+            if lower == "content-length" || lower == "transfer-encoding" || lower == "date" { continue }
             if lower == "content-type" { contentType = field.value.lowercased() }
             headers.append((field.name, .string(secret.contains(lower) ? redacted : field.value)))
         }

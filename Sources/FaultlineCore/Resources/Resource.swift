@@ -77,6 +77,9 @@ public enum ResourceDeviation: String, Sendable, Equatable, CaseIterable {
     case notModifiedChangedHeaders = "304-changed-headers"
     /// If-None-Match and If-Modified-Since are ignored: a full 200 where a 304 was due.
     case ignoreIfNoneMatch = "ignore-if-none-match"
+    /// No `Date` on any answer (RFC 9110 §6.6.1 requires it): a cache must then take the time it received the
+    /// answer as its date (RFC 9111 §4.2.3) and still compute freshness and age.
+    case noDate = "no-date"
 }
 
 /// A route step that serves a resource (`{"resource": "ID"}`): the resource's answer, with the step's delay,

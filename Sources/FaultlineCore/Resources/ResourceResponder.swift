@@ -8,6 +8,9 @@ package struct ResourceAnswer: Sendable {
     /// Where the body starts in the representation (a single range's first byte), for `cutAt`.
     package var offset: Int
     package var record: ResourceRecord
+    /// Whether the head gets the server's `Date` (RFC 9110 §6.6.1), which the codec adds as it writes it: false
+    /// for the `no-date` deviation.
+    package var date = true
 }
 
 /// RFC 9110's conditional requests (§13), ranges (§14) and the status codes they lead to, on a resource instance,
@@ -56,6 +59,7 @@ extension ResourceStore {
         answer.record.etag = answer.headers["etag"]
         answer.record.lastModified = answer.headers["last-modified"]
         answer.record.noStore = answer.headers["cache-control"]?.lowercased().contains("no-store") ?? false
+        answer.date = !deviations.contains(.noDate)
         return answer
     }
 
@@ -193,14 +197,14 @@ extension ResourceStore {
         return Double(modified) == date
     }
 
-    /// Date, the validators, caching fields and Accept-Ranges: what a 200, a 206 and a 304 share.
+    /// The validators, caching fields and Accept-Ranges: what a 200, a 206 and a 304 share. (`Date`, which every
+    /// answer carries, is the codec's: it adds it as it writes the head, from the engine's per-second cache.)
     private func representationHeaders(
         _ resource: Loaded, _ current: Instance, _ validators: Validators, _ deviations: Set<ResourceDeviation>,
         now: EngineInstant
     ) -> HTTPHeaders {
         let spec = resource.spec
         var headers = HTTPHeaders()
-        headers.append(name: "Date", value: HTTPDate.format(unixSeconds: now.wallSeconds))
         if let etag = validators.etag { headers.append(name: "ETag", value: etag) }
         if let modified = validators.lastModified {
             headers.append(name: "Last-Modified", value: HTTPDate.format(unixSeconds: Double(modified)))
@@ -324,7 +328,6 @@ extension ResourceStore {
         }
         let written = instance(resource, key)
         var answerHeaders = HTTPHeaders()
-        answerHeaders.append(name: "Date", value: HTTPDate.format(unixSeconds: now.wallSeconds))
         if method != "DELETE" {
             let after = self.validators(resource, key, written, deviations)
             if let etag = after.etag { answerHeaders.append(name: "ETag", value: etag) }

@@ -356,6 +356,9 @@ public struct ResponseStep: Sendable, Equatable {
     /// The step forwards the request to the upstream (`"proxy": true`) and answers with its response, after the
     /// step's delay and with its headers and fault applied (ARCHITECTURE §4d).
     public var proxy = false
+    /// Send the server's `Date` (RFC 9110 §6.6.1) when `headers` set none: true by default; `"date": false` sends
+    /// none at all (on a `proxy` step, the upstream's goes too), for a client that must cope with its absence.
+    public var date = true
 
     public init(
         status: Int = 200, headers: [(name: String, value: String)] = [], body: StepBody = .empty,
@@ -376,7 +379,7 @@ public struct ResponseStep: Sendable, Equatable {
         lhs.status == rhs.status && lhs.body == rhs.body && lhs.delay == rhs.delay && lhs.drip == rhs.drip
             && lhs.fault == rhs.fault && lhs.times == rhs.times && lhs.closeConnection == rhs.closeConnection
             && lhs.effects == rhs.effects && lhs.resource == rhs.resource && lhs.websocket == rhs.websocket
-            && lhs.proxy == rhs.proxy
+            && lhs.proxy == rhs.proxy && lhs.date == rhs.date
             && lhs.headers.map(\.name) == rhs.headers.map(\.name)
             && lhs.headers.map(\.value) == rhs.headers.map(\.value)
     }

@@ -6,7 +6,7 @@ extension ScenarioLoader {
     static let bodyKeys = ["json", "text", "base64", "file"]
     static let stepKeys = [
         "status", "headers", "json", "text", "base64", "file", "delayMs", "delay", "chunked", "fault", "times", "close",
-        "effects", "resource", "websocket", "proxy",
+        "effects", "resource", "websocket", "proxy", "date",
     ]
 }
 
@@ -88,6 +88,14 @@ extension ScenarioLoader.Reader {
                     + (key == "headers" ? ": the 101's fields go in \"websocket\".\"headers\"" : ""))
             }
             step.websocket = webSocketSpec(value, at: fields.path("websocket"))
+        }
+
+        if let value = fields["date"], let date = bool(value, at: fields.path("date")) {
+            if !date, step.headers.contains(where: { $0.name.caseInsensitiveEquals("date") }) {
+                report(fields.path("date"), "a step with \"date\": false sends no Date; remove the Date header, "
+                    + "or the \"date\" key to send that header as written")
+            }
+            step.date = date
         }
 
         if let value = fields["proxy"], let forward = bool(value, at: fields.path("proxy")), forward {

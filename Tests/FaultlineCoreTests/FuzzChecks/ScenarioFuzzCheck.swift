@@ -122,7 +122,7 @@ enum ScenarioFuzzCheck {
         )
         let context = TemplateContext(
             pathParameters: ["id": "42"], input: MatchInput(request: HTTPRequest(head: head)), requestID: 1,
-            resourceID: { 9 }
+            wallSeconds: 1_700_000_000, dates: HTTPDateCache(), resourceID: { 9 }
         )
         var resourceID: Int?
         _ = Template.render(text, context, resourceID: &resourceID)
