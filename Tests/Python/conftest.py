@@ -39,22 +39,42 @@ def faultline_bin():
     return faultline_binary()
 
 
+_go_client_lock = threading.Lock()
+_go_client = None
+
+
+def build_go_client(folder):
+    """Builds Tests/Python/clients/goclient (Go's standard library only) once per process, in `folder` the first
+    time, and returns its path: the go_client fixture and test_verdict_matrix.py (which builds it on a thread while
+    other cells run) share the one build.
+
+    GOPATH lives in `folder` and GOPROXY is off: it builds as root, offline, in CI. GOCACHE is .build/go-cache when the
+    checkout has a .build (swift build's own, ignored by git), so that a second run does not compile Go's standard
+    library again (some 15 s of CPU); else it is in `folder` too."""
+    global _go_client
+    with _go_client_lock:
+        if _go_client is not None:
+            return _go_client
+        if shutil.which("go") is None:
+            pytest.fail("go not found: install golang-go (scripts/ensure-deps.sh test)")
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        cache = REPO_ROOT / ".build" / "go-cache" if (REPO_ROOT / ".build").is_dir() else folder / "cache"
+        env = {**os.environ, "GOCACHE": str(cache), "GOPATH": str(folder / "gopath"), "GOPROXY": "off",
+               "GOFLAGS": "", "GO111MODULE": "off", "GOTOOLCHAIN": "local", "CGO_ENABLED": "0"}
+        binary = folder / "goclient"
+        built = subprocess.run(["go", "build", "-o", str(binary), "main.go"], cwd=CLIENTS_DIR / "goclient", env=env,
+                               capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)
+        if built.returncode != 0:
+            pytest.fail(f"go build failed:\n{built.stdout}{built.stderr}")
+        _go_client = binary
+        return binary
+
+
 @pytest.fixture(scope="session")
 def go_client(tmp_path_factory):
-    """Path of Tests/Python/clients/goclient built for this session (Go's standard library only).
-
-    GOCACHE and GOPATH live in a temp dir and GOPROXY is off: it builds as root, offline, in CI."""
-    if shutil.which("go") is None:
-        pytest.fail("go not found: install golang-go (scripts/ensure-deps.sh test)")
-    folder = tmp_path_factory.mktemp("goclient")
-    env = {**os.environ, "GOCACHE": str(folder / "cache"), "GOPATH": str(folder / "gopath"), "GOPROXY": "off",
-           "GOFLAGS": "", "GO111MODULE": "off", "GOTOOLCHAIN": "local", "CGO_ENABLED": "0"}
-    binary = folder / "goclient"
-    built = subprocess.run(["go", "build", "-o", str(binary), "main.go"], cwd=CLIENTS_DIR / "goclient", env=env,
-                           capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)
-    if built.returncode != 0:
-        pytest.fail(f"go build failed:\n{built.stdout}{built.stderr}")
-    return binary
+    """Path of Tests/Python/clients/goclient built for this session (build_go_client)."""
+    return build_go_client(tmp_path_factory.mktemp("goclient"))
 
 
 @pytest.fixture(scope="session")
