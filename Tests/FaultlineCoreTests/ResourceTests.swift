@@ -364,6 +364,7 @@ import Testing
         entry.resource = record
         entry.status = status
         entry.outcome = outcome
+        entry.finishedAtMonotonicNanos = entry.receivedAtMonotonicNanos
         entry.route = .resource("f")
         return entry
     }

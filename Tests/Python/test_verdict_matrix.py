@@ -837,26 +837,14 @@ COLUMNS = [(protocol, pattern) for protocol in ("http1", "h2c") for pattern in (
 
 # Cells whose verdict the server gets wrong today: the test id, what the server says and why (xfail strict).
 # README.md, "The verdict matrix", has the evidence.
-ORDER_ONLY = ("the rule reads the journal in arrival order and never asks whether the earlier request had finished: "
-              "a burst's second request is judged against the first, which it overlapped")
-PAIRING = ("Retries.chains pairs each retry with the chain that finished first, though that chain's last attempt was "
-           "answered and the client never retried it")
+PAIRING = ("identical requests cannot be told apart: Retries.chains pairs a retry with the chain that finished first, "
+           "so when one of a burst is answered early and retried, the rest's retries join its chain")
 WRONG = {
-    "resumesDownloads-careful-http1-concurrent": ("fail", ORDER_ONLY),
-    "resumesDownloads-careful-h2c-concurrent": ("fail", ORDER_ONLY),
-    "revalidatesWithValidators-careful-http1-concurrent": ("fail", ORDER_ONLY),
-    "revalidatesWithValidators-careful-h2c-concurrent": ("fail", ORDER_ONLY),
     "reconnectBackoff-careful-http1-concurrent": (
-        "fail", "the rule takes consecutive upgrades as one client's reconnects; a wait from a session's end to an "
-                "upgrade that arrived before it ended wraps around UInt64 (18446744073641 ms)"),
-    "noRetryOn4xx-careful-staggered-h2c-concurrent": ("fail", PAIRING),
+        "fail", "the rule takes consecutive upgrades of every client as one reconnect loop: four clients reconnecting "
+                "together look like one that does not back off (the UInt64 wrap of a negative wait is fixed)"),
     "maxAttempts-careful-staggered-h2c-concurrent": ("fail", PAIRING),
-    "retriesRefusedStreams-careful-staggered-h2c-concurrent": ("fail", PAIRING),
     "retriesOnlyUnprocessed-careful-staggered-h2c-concurrent": ("fail", PAIRING),
-    "singleFlightRefresh-naive-every-use-http1-sequential": (
-        "pass", "two 401s one after another count as the situation, though two refreshes could never have overlapped"),
-    "singleFlightRefresh-careful-every-use-http1-sequential": (
-        "pass", "two 401s one after another count as the situation, though two refreshes could never have overlapped"),
 }
 
 # Cells beyond the matrix: real clients (program: a function of REAL) and extra situations.

@@ -12,20 +12,22 @@ enum ResourceVerdicts {
     /// A GET of an instance after a complete 200 or 304 that carried a validator (and no `no-store`) must carry
     /// If-None-Match or If-Modified-Since. Range requests are resumes, not revalidations.
     static func revalidates(_ entries: [JournalEntry]) -> Verdict {
-        var cached: [String: Int] = [:]  // instance → the sequence whose answer the client could have kept
+        // instance → the answers the client could have kept, oldest first; a GET is judged against one only if it
+        // arrived after that answer was out (`Retries.follows`): a burst of cold GETs has nothing to revalidate.
+        var cached: [String: [JournalEntry]] = [:]
         var judged: [Int] = []
         var blind: [(sequence: Int, earlier: Int)] = []
         for (entry, record) in resourceEntries(entries) where entry.method == "GET" && record.range == nil {
             let key = instance(record)
-            if let earlier = cached[key] {
+            if let earlier = cached[key]?.last(where: { Retries.follows(Retries.Attempt(entry), Retries.Answer($0)) }) {
                 judged.append(entry.sequence)
                 if !record.carried.contains("If-None-Match") && !record.carried.contains("If-Modified-Since") {
-                    blind.append((entry.sequence, earlier))
+                    blind.append((entry.sequence, earlier.sequence))
                 }
             }
             let kept = entry.outcome == .completed && [200, 304].contains(entry.status ?? 0)
             if kept, !record.noStore, record.etag != nil || record.lastModified != nil {
-                cached[key] = entry.sequence
+                cached[key, default: []].append(entry)
             }
         }
         guard !judged.isEmpty else {
@@ -56,12 +58,19 @@ enum ResourceVerdicts {
         var judged: [Int] = []
         var notes: [String] = []
         var failures: [(sequences: [Int], why: String)] = []
+        // Each cut download is resumed by the first later GET of the instance that arrived after it was cut
+        // (`Retries.follows`) and resumes no other: a burst of downloads cut together is resumed one by one.
+        var claimed = Set<Int>()
         for (index, (entry, record)) in all.enumerated() {
             guard let cut = record.cutAt, cut > 0 else { continue }
-            guard let next = all[(index + 1)...].first(where: { instance($0.record) == instance(record) }) else {
+            guard let next = all[(index + 1)...].first(where: {
+                instance($0.record) == instance(record) && !claimed.contains($0.entry.sequence)
+                    && Retries.follows(Retries.Attempt($0.entry), Retries.Answer(entry))
+            }) else {
                 failures.append(([entry.sequence], "the download cut by #\(entry.sequence) after \(cut) bytes was never asked for again"))
                 continue
             }
+            claimed.insert(next.entry.sequence)
             judged += [entry.sequence, next.entry.sequence]
             let again = next.record
             let pair = [entry.sequence, next.entry.sequence]

@@ -16,9 +16,11 @@
 ///   HTTP/2 client multiplexing, a pool of HTTP/1.1 connections. None of them could have been sent because of
 ///   another's answer. (Overlapping duplicate POSTs — a double tap — are still a defect: `noDuplicateSideEffects`
 ///   catches them by their side effects.)
-/// - Each attempt is the retry of at most one earlier attempt and has at most one retry. When several finished
-///   failures of one logical request wait for a retry (concurrent identical requests that all failed), the next
-///   attempt is the retry of the one that finished first.
+/// - Each attempt is the retry of at most one earlier attempt and has at most one retry. When several earlier
+///   attempts of one logical request wait for a retry (concurrent identical requests), the next attempt is the retry
+///   of the one that most invites it (`retryRank`: a broken exchange or a 5xx before a 404, a 404 before a success),
+///   the earliest finished among equals. Identical requests cannot be told apart, so a staggered burst (one answered
+///   early, the rest later) can be paired across: a limit, not a rule.
 package enum Retries {
     /// The logical request an attempt belongs to.
     package static func label(_ head: HTTPRequestHead, _ key: LogicalRequestKey) -> String {
@@ -102,8 +104,14 @@ package enum Retries {
         if !answer.answered { return true }
         if later.connection == answer.connection, later.stream == nil, answer.stream == nil { return true }
         if later.connection != answer.connection, later.connectionOpenedAtNanos >= finished { return true }
-        return later.arrivedAtNanos - finished >= concurrencyGraceNanos
+        let grace = later.connection == answer.connection ? multiplexedGraceNanos : concurrencyGraceNanos
+        return later.arrivedAtNanos - finished >= grace
     }
+
+    /// `concurrencyGraceNanos` for a request on the same HTTP/2 connection as the answer. One client's concurrent
+    /// streams leave it together — in one write, or in writes microseconds apart (0.4 ms seen on a loaded machine) —
+    /// while a retry on the connection waits for the answer to be read, parsed and acted on.
+    package static let multiplexedGraceNanos: UInt64 = 1_000_000
 
     /// Whether an attempt leaves its logical request unfinished, so that sending it again is a retry: any status
     /// of 400 or more, or an exchange that did not complete (reset, cut, refused, timed out, abandoned).
@@ -116,25 +124,27 @@ package enum Retries {
     /// first attempts arrived. `label` names an attempt's logical request; nil leaves the entry out.
     package static func chains(_ entries: [JournalEntry], label: (JournalEntry) -> String?) -> [[JournalEntry]] {
         var chains: [[JournalEntry]] = []
-        // Per logical request, the chains not yet retried, by when their last attempt finished (earliest first). A
-        // request follows the earliest-finished one it provably follows (`follows`); none that finished after it
-        // arrived can.
+        // Per logical request, the chains not yet retried, by when their last attempt finished (earliest first); none
+        // that finished after a request arrived can be followed by it.
         var open: [String: [(finished: UInt64, chain: Int)]] = [:]
         for entry in entries.sorted(by: { $0.sequence < $1.sequence }) {
             guard let name = label(entry) else { continue }
             let attempt = Attempt(entry)
-            var found: Int?
+            // Among the chains it follows, the one whose last attempt most invites a retry — a client repeats a 503
+            // before a 404, and a 404 before a success — and among those the earliest finished (the one that has
+            // waited longest: a burst retried with the same backoff is paired in order).
+            var found: (position: Int, rank: Int)?
             for (position, candidate) in (open[name] ?? []).enumerated() {
                 if candidate.finished > attempt.arrivedAtNanos { break }
-                let chain = chains[candidate.chain]
-                if follows(attempt, Answer(chain[chain.count - 1])) {
-                    found = position
-                    break
-                }
+                let last = chains[candidate.chain][chains[candidate.chain].count - 1]
+                guard follows(attempt, Answer(last)) else { continue }
+                let rank = retryRank(last)
+                if found == nil || rank < found!.rank { found = (position, rank) }
+                if rank == 0 { break }
             }
             let index: Int
             if let found {
-                index = open[name]!.remove(at: found).chain
+                index = open[name]!.remove(at: found.position).chain
                 chains[index].append(entry)
             } else {
                 index = chains.count
@@ -151,6 +161,14 @@ package enum Retries {
             open[name, default: []].insert((finished, index), at: low)
         }
         return chains
+    }
+
+    /// How much an attempt invites a retry: 0 an exchange that broke or a status worth retrying (5xx, 408, 409, 425,
+    /// 429), 1 any other 4xx, 2 a success.
+    static func retryRank(_ attempt: JournalEntry) -> Int {
+        guard attempt.outcome == .completed, let status = attempt.status, attempt.fault == nil else { return 0 }
+        if status >= 500 || Verdicts.retryable4xx.contains(status) { return 0 }
+        return status >= 400 ? 1 : 2
     }
 
     /// The attempts the request rules judge: answered by a route or resource (not the token endpoint, not auth's

@@ -171,11 +171,17 @@ package enum Verdicts {
         let calls = tokenCalls(input)
         let most = input.maxRefreshesInFlight ?? 0
         let refusals = refused(input)
-        if most <= 1 && (refusals.count < 2 || (input.refreshCalls ?? calls.count) == 0) {
+        // The situation: two requests refused at the same time — neither sent after the other's 401 (`Retries`), so
+        // that both needed a refresh at once.
+        let together = zip(refusals, refusals.dropFirst()).contains {
+            !Retries.follows(Retries.Attempt($1), Retries.Answer($0))
+        }
+        if most <= 1 && (!together || (input.refreshCalls ?? calls.count) == 0) {
             return .inconclusive(
                 rule: "singleFlightRefresh",
-                explanation: refusals.count < 2
-                    ? "\(refusals.count) request(s) refused with 401: at least two needing a refresh are needed to judge"
+                explanation: !together
+                    ? "\(refusals.count) request(s) refused with 401, never two at the same time: a refresh that could be "
+                        + "shared was never needed"
                     : "\(refusals.count) requests refused with 401, but no token refresh followed",
                 evidence: refusals.map(\.sequence) + calls.map(\.sequence))
         }

@@ -36,6 +36,9 @@ enum WebSocketVerdicts {
                 index = 0
                 continue
             }
+            // An upgrade that came before this attempt was over is another client's, not its reconnect (the wait
+            // would be negative). Several clients reconnecting at once are not told apart.
+            guard next.receivedAtMonotonicNanos >= over(attempt) else { continue }
             index += 1
             points.append((index, Double(next.receivedAtMonotonicNanos &- over(attempt)) / 1_000_000))
             evidence += [attempt.sequence, next.sequence]
