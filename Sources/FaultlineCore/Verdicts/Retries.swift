@@ -1,16 +1,16 @@
 /// What "a retry" is, defined once for every rule that speaks of retries (`honorsRetryAfter` through
 /// `RetryAfterTracker`, `maxAttempts`, `noRetryOn4xx`, `backoff`, `retriesOnlyReplayable`, `retriesOnlyUnprocessed`,
-/// `retriesRefusedStreams`; ARCHITECTURE §8, README "The same logical request, and what a retry is").
+/// `retriesRefusedStreams`; ARCHITECTURE §8, README "A retry" under Verdicts).
 ///
 /// - **The same logical request**: attempts with the same `label` — method and path, plus the `Idempotency-Key`
 ///   when one is sent, or the value of the header `logicalKey` names.
 /// - **A retry** of an attempt is a later attempt of the same logical request that arrived after the server had
 ///   finished the earlier one's exchange — its answer's last byte written, or the exchange failed — provably so
 ///   (`follows`: after a broken exchange; after an answer, on the same HTTP/1.1 connection, on a connection
-///   accepted after it, or elsewhere 10 ms after it). The
-///   server cannot know whether the client read a 201 before its connection broke, so "sent again" is judged
-///   whatever the earlier answer was; a client that polls one resource on purpose names its logical requests with
-///   a header (`logicalRequest: {"header": …}`). A rule judges only where its situation arose (`invitesRetry`: an
+///   accepted after it, or on one already open 10 ms after it, 1 ms on the same HTTP/2 connection). The server
+///   cannot know whether the client read a 201 before its connection broke, so "sent again" is judged whatever the
+///   earlier answer was; a client that polls one resource on purpose names its logical requests with a header
+///   (`"logicalRequest": "header:X-Request-ID"`). A rule judges only where its situation arose (`invitesRetry`: an
 ///   attempt that failed, so that sending it again was tempting); elsewhere it is inconclusive.
 /// - Requests that overlap in time are distinct requests, however alike: two views loading the same resource, an
 ///   HTTP/2 client multiplexing, a pool of HTTP/1.1 connections. None of them could have been sent because of
