@@ -34,7 +34,8 @@ struct HotPath {
                     clientAddress: "127.0.0.1:40000", head: request.head, body: request.body, bodySize: request.body.count)
                 let decision = engine.decide(
                     request, requestID: journal.nextSequence, connectionRequestIndex: index, client: "127.0.0.1",
-                    now: EngineInstant(monotonicMilliseconds: UInt64(index), wallSeconds: 0), connection: 1)
+                    now: EngineInstant(monotonicMilliseconds: UInt64(index), wallSeconds: 0),
+                    attempt: Retries.Attempt(connection: 1, arrivedAtNanos: UInt64(index)))
                 entry.record(decision)
                 let sequence = journal.record(consume entry)
                 // What the HTTP/1.1 codec does with the script: render its steps into one reused output buffer,
@@ -123,7 +124,7 @@ final class BenchIO: HTTP1ConnectionIO {
             request, requestID: journal.nextSequence, connectionRequestIndex: context.indexOnConnection,
             client: "127.0.0.1",
             now: EngineInstant(monotonicMilliseconds: context.arrival.monotonicNanos / 1_000_000, wallSeconds: 0),
-            connection: 1)
+            attempt: Retries.Attempt(connection: 1, arrivedAtNanos: context.arrival.monotonicNanos))
         var entry = JournalEntry(
             receivedAtWall: context.arrival.wall, receivedAtMonotonicNanos: context.arrival.monotonicNanos,
             connectionID: 1, indexOnConnection: context.indexOnConnection, clientAddress: "127.0.0.1:40000",
