@@ -35,8 +35,8 @@ let package = Package(
             pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]
         ),
-        // nghttp2 from Debian's libnghttp2-dev or Homebrew's nghttp2, found through pkg-config. Only the Faultline
-        // target imports it: the HTTP/2 codec (ARCHITECTURE §4a).
+        // nghttp2 from Debian's libnghttp2-dev or Homebrew's nghttp2, found through pkg-config. Only the HTTP/2
+        // codec imports it (FaultlineHTTP2, ARCHITECTURE §4a), and its tests (an nghttp2 client on memory).
         .systemLibrary(
             name: "CNghttp2",
             pkgConfig: "libnghttp2",
@@ -48,10 +48,18 @@ let package = Package(
         // admin answers): Foundation (FoundationNetworking on Linux) and FaultlineCore only, no libevent, so an iOS
         // simulator test bundle can link it to drive a `faultline serve` on the Mac host.
         .target(name: "FaultlineClient", dependencies: ["FaultlineCore"]),
+        // The HTTP/2 codec on nghttp2: a connection's streams as exchanges, their scripts as frames. No sockets and
+        // no loop: it talks to the world through `HTTP2ConnectionIO` (a connection host, or a fake one in its tests
+        // and the h2-frames fuzzer), so it builds and is tested apart from the server.
+        .target(name: "FaultlineHTTP2", dependencies: ["FaultlineCore", "CNghttp2"]),
+        // The OpenSSL side of a TLS connection: keys, certificates, the server context with its ClientHello
+        // decisions, and a session over memory BIOs. No sockets and no loop (the transport that carries it over
+        // TCP is the server's), so the tls-accept fuzzer builds it alone.
+        .target(name: "FaultlineTLS", dependencies: ["FaultlineCore", "COpenSSL"]),
         // The admin API's OpenAPI document is compiled into the binary as bytes (`PackageResources.openapi_json`):
         // served at `/__faultline/openapi.json` with no file needed at run time. docs/openapi.json links to it.
         .target(
-            name: "Faultline", dependencies: ["FaultlineCore", "FaultlineClient", "CLibevent", "COpenSSL", "CNghttp2"],
+            name: "Faultline", dependencies: ["FaultlineCore", "FaultlineClient", "FaultlineHTTP2", "FaultlineTLS", "CLibevent", "COpenSSL"],
             resources: [.embedInCode("Resources/openapi.json")]),
         // The executable `faultline`; its folder is named apart from the library's (`Sources/Faultline`), since a
         // case-insensitive file system (macOS's default) would make the two one folder.
@@ -60,10 +68,13 @@ let package = Package(
         // Example URLSession clients, a careful one and a naive one, judged by the tests against the bundled scenarios.
         .target(name: "ExampleClients", path: "Examples/ExampleClients"),
         .testTarget(name: "FaultlineCoreTests", dependencies: ["FaultlineCore"]),
+        // The HTTP/2 codec on a fake transport and clock, no socket; an nghttp2 client session on memory plays the
+        // client. FuzzChecks/ (the fake IO and the h2-frames rules) is compiled into the fuzzer too.
+        .testTarget(name: "FaultlineHTTP2Tests", dependencies: ["FaultlineHTTP2", "FaultlineCore", "CNghttp2"]),
         // `scenarios` there links to the bundled scenarios/, so the README's sample finds them next to its source file.
         .testTarget(
             name: "FaultlineTests",
-            dependencies: ["Faultline", "FaultlineCore", "FaultlineClient", "FaultlineTesting", "ExampleClients"],
+            dependencies: ["Faultline", "FaultlineCore", "FaultlineClient", "FaultlineTLS", "FaultlineTesting", "ExampleClients"],
             exclude: ["scenarios"]),
     ],
     swiftLanguageModes: [.v6]

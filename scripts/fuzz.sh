@@ -16,13 +16,15 @@
 # that many inputs from seed 1 instead (FUZZ_SECONDS is then only a cap), so a run is repeatable — what CI uses.
 #
 # Not built by SwiftPM: `-sanitize=fuzzer` links libFuzzer's own main, and the package's normal build must stay
-# free of sanitizers. FaultlineCore is compiled once into .build/fuzz with coverage and AddressSanitizer; each
-# fuzzer is its entry point in Fuzz/ plus its checks from Tests/FaultlineCoreTests/FuzzChecks (which
-# FuzzRegressionTests also runs on every file in Fuzz/corpus and Fuzz/regressions), linked with libFuzzer.
-# tls-accept is the exception: it compiles the server's TLS files (tls_sources below) with coverage into its own
-# module, its checks in the same file as its entry point (they need OpenSSL), and links libssl and libcrypto.
-# h2-frames likewise compiles Sources/Faultline/HTTP2/HTTP2Connection.swift into its own module and links
-# libnghttp2 (pkg-config libnghttp2), its checks and fake IO in its entry point's file.
+# free of sanitizers. Everything is built from the package's folders, never from a list of files:
+# - the modules under test are SwiftPM targets, each compiled whole from its folder with coverage and
+#   AddressSanitizer into .build/fuzz/<O>/<Module>: FaultlineCore (every fuzzer), FaultlineHTTP2 (h2-frames, on
+#   the system's libnghttp2) and FaultlineTLS (tls-accept, on the system's libssl and libcrypto);
+# - each fuzzer is its entry point, the folder Fuzz/entries/<target>, plus its checks: the folder FuzzChecks of
+#   the test target that owns them (FaultlineCoreTests for the core's fuzzers, FaultlineHTTP2Tests for h2-frames,
+#   where the codec tests share its fake IO; tls-accept's checks need OpenSSL and sit with its entry point).
+#   FuzzRegressionTests and HTTP2FuzzInputTests run the same checks on every file in Fuzz/corpus and
+#   Fuzz/regressions. The core's checks get no coverage, so libFuzzer's coverage counts only FaultlineCore.
 #
 # New corpus entries go to .build/fuzz/corpus/<target> (Fuzz/corpus is only read). A failing input is saved in
 # Fuzz/crashes/<target>/ and the script exits non-zero; `.build/fuzz/O/<target> <input>` replays it. Once fixed,
@@ -41,7 +43,7 @@ all_targets=(http-parser scenario resource websocket tls-accept h2-frames)
 targets=("$@")
 [ "${#targets[@]}" -gt 0 ] || targets=("${all_targets[@]}")
 
-# The Swift name of a target's files: Fuzz/<Name>Fuzzer.swift and FuzzChecks/<Name>FuzzCheck.swift.
+# The Swift name of a target: its fuzzer module is <Name>Fuzzer, its checks the enum <Name>FuzzCheck.
 swift_name() {
     case "$1" in
         http-parser) echo HTTPParser ;;
@@ -79,69 +81,66 @@ flags=(-swift-version 6 "$optimize" -g -parse-as-library -package-name faultline
 # No cross-module optimization: FaultlineCore code inlined into the uninstrumented checks would be invisible
 # to libFuzzer's coverage (small public helpers, generic functions such as PercentDecoding.decode).
 core_flags=("${flags[@]}" -sanitize=fuzzer,address -Xfrontend -disable-cmo)
-mkdir -p "$build/core"
+root="$PWD"
 
-# FaultlineCore, rebuilt when a source file or the flags changed.
-core_sources=()
-while IFS= read -r file; do core_sources+=("$file"); done < <(find Sources/FaultlineCore -name '*.swift' | sort)
-library="$build/core/libFaultlineCore.a"
-stamp="$build/core/flags"
-if [ ! -f "$library" ] || [ "$(cat "$stamp" 2>/dev/null)" != "${core_flags[*]}" ] \
-    || [ -n "$(find Sources/FaultlineCore -name '*.swift' -newer "$library" | head -n 1)" ]; then
-    echo "fuzz: building FaultlineCore ($optimize)" >&2
-    # In the build folder, where whole-module compilation leaves its object file.
-    root="$PWD"
-    (cd "$build/core" && "$swiftc" "${core_flags[@]}" -module-name FaultlineCore \
-        -emit-module -emit-module-path FaultlineCore.swiftmodule -emit-library -static -o libFaultlineCore.a \
-        "${core_sources[@]/#/$root/}")
-    echo "${core_flags[*]}" >"$stamp"
-fi
+# A target's module, compiled whole from Sources/<Module> with coverage into $build/<Module>, rebuilt when one of
+# its files, a module it imports or the flags changed. Extra arguments go to swiftc (include paths).
+build_module() {
+    local module="$1"; shift
+    local folder="Sources/$module" out="$build/$module"
+    local library="$out/lib$module.a" stamp="$out/flags"
+    local sources=()
+    while IFS= read -r file; do sources+=("$PWD/$file"); done < <(find "$folder" -name '*.swift' | sort)
+    mkdir -p "$out"
+    if [ ! -f "$library" ] || [ "$(cat "$stamp" 2>/dev/null)" != "${core_flags[*]} $*" ] \
+        || [ -n "$(find "$folder" -name '*.swift' -newer "$library" | head -n 1)" ] \
+        || { [ "$module" != FaultlineCore ] && [ "$build/FaultlineCore/libFaultlineCore.a" -nt "$library" ]; }; then
+        echo "fuzz: building $module ($optimize)" >&2
+        # In the build folder, where whole-module compilation leaves its object file.
+        (cd "$out" && "$swiftc" "${core_flags[@]}" -module-name "$module" -I "$PWD/.." -I "$PWD/../FaultlineCore" "$@" \
+            -emit-module -emit-module-path "$module.swiftmodule" -emit-library -static -o "lib$module.a" "${sources[@]}")
+        echo "${core_flags[*]} $*" >"$stamp"
+    fi
+}
 
-# What the tls-accept fuzzer compiles of the server: the OpenSSL side of a connection and what it needs.
-tls_sources=()
-for file in TLSSession TLSServerContext ServerIdentity PrivateKey X509Certificate CertificateProfile TLSSetupError \
-    OpenSSLErrorQueue; do
-    tls_sources+=("Sources/Faultline/TLS/$file.swift")
-done
+nghttp2_cflags=()
+for flag in $(pkg-config --cflags-only-I libnghttp2); do nghttp2_cflags+=(-Xcc "$flag"); done
+build_module FaultlineCore
 
 status=0
 for target in "${targets[@]}"; do
     name="$(swift_name "$target")"
     binary="$build/$target"
-    if [ "$target" = tls-accept ]; then
-        # The server's own TLS files (module Faultline's, compiled here into the fuzzer's module) with coverage;
-        # the entry point and its checks are in one file, as they need OpenSSL, which the core tests lack.
-        # OpenSSL itself is the system's, without coverage: libFuzzer sees the Swift side only.
-        sources=("Fuzz/${name}Fuzzer.swift" "${tls_sources[@]}")
-    elif [ "$target" = h2-frames ]; then
-        # The server's HTTP/2 codec with coverage; nghttp2 is the system's, without coverage.
-        sources=("Fuzz/${name}Fuzzer.swift" Sources/Faultline/HTTP2/HTTP2Connection.swift)
-    else
-        sources=("Fuzz/${name}Fuzzer.swift" "Tests/FaultlineCoreTests/FuzzChecks/${name}FuzzCheck.swift")
-    fi
+    # What the fuzzer links beside FaultlineCore, and the folders of its own module.
+    modules=(); libraries=(); checks=""; fuzzer_flags=("${flags[@]}" -sanitize=address)
+    case "$target" in
+        h2-frames)
+            build_module FaultlineHTTP2 -I "$root/Sources/CNghttp2" "${nghttp2_cflags[@]}"
+            modules=(FaultlineHTTP2); checks=Tests/FaultlineHTTP2Tests/FuzzChecks
+            fuzzer_flags=("${core_flags[@]}" -I Sources/CNghttp2 "${nghttp2_cflags[@]}")
+            for flag in $(pkg-config --libs libnghttp2); do libraries+=("$flag"); done ;;
+        tls-accept)
+            build_module FaultlineTLS -I "$root/Sources/COpenSSL"
+            modules=(FaultlineTLS)
+            fuzzer_flags=("${core_flags[@]}" -I Sources/COpenSSL)
+            libraries=(-lssl -lcrypto) ;;
+        *)
+            checks=Tests/FaultlineCoreTests/FuzzChecks ;;
+    esac
+    sources=()
+    while IFS= read -r file; do sources+=("$file"); done < <(find "Fuzz/entries/$target" ${checks:+"$checks"} -name '*.swift' | sort)
+    archives=()
+    includes=(-I "$build/FaultlineCore")
+    for module in "${modules[@]}"; do archives+=("$build/$module/lib$module.a"); includes+=(-I "$build/$module"); done
+    archives+=("$build/FaultlineCore/libFaultlineCore.a")
     stale=0
-    [ -x "$binary" ] && [ ! "$library" -nt "$binary" ] || stale=1
-    for file in "${sources[@]}"; do [ "$file" -nt "$binary" ] && stale=1; done
+    [ -x "$binary" ] || stale=1
+    for file in "${sources[@]}" "${archives[@]}"; do [ "$file" -nt "$binary" ] && stale=1; done
     if [ "$stale" = 1 ]; then
         echo "fuzz: building $binary" >&2
-        if [ "$target" = tls-accept ]; then
-            "$swiftc" "${core_flags[@]}" -wmo -module-name "${name}Fuzzer" -I "$build/core" -I Sources/COpenSSL \
-                -c "${sources[@]}" -o "$build/$target.o"
-            "$swiftc" -sanitize=fuzzer,address -use-ld=lld "$build/$target.o" "$library" -lssl -lcrypto -o "$binary"
-        elif [ "$target" = h2-frames ]; then
-            nghttp2_cflags=()
-            for flag in $(pkg-config --cflags-only-I libnghttp2); do nghttp2_cflags+=(-Xcc "$flag"); done
-            nghttp2_libs=()
-            for flag in $(pkg-config --libs libnghttp2); do nghttp2_libs+=("$flag"); done
-            "$swiftc" "${core_flags[@]}" -wmo -module-name "${name}Fuzzer" -I "$build/core" -I Sources/CNghttp2 \
-                "${nghttp2_cflags[@]}" -c "${sources[@]}" -o "$build/$target.o"
-            "$swiftc" -sanitize=fuzzer,address -use-ld=lld "$build/$target.o" "$library" "${nghttp2_libs[@]}" -o "$binary"
-        else
-            # The checks get AddressSanitizer but no coverage, so libFuzzer's coverage counts only FaultlineCore.
-            "$swiftc" "${flags[@]}" -sanitize=address -wmo -module-name "${name}Fuzzer" \
-                -I "$build/core" -c "${sources[@]}" -o "$build/$target.o"
-            "$swiftc" -sanitize=fuzzer,address -use-ld=lld "$build/$target.o" "$library" -o "$binary"
-        fi
+        "$swiftc" "${fuzzer_flags[@]}" -wmo -module-name "${name}Fuzzer" "${includes[@]}" \
+            -c "${sources[@]}" -o "$build/$target.o"
+        "$swiftc" -sanitize=fuzzer,address -use-ld=lld "$build/$target.o" "${archives[@]}" "${libraries[@]}" -o "$binary"
     fi
 
     corpus=".build/fuzz/corpus/$target"

@@ -1,4 +1,5 @@
 import FaultlineCore
+import FaultlineHTTP2
 
 /// One client connection: a transport and the codec that runs on it — the HTTP/1.1 connection machine
 /// (`HTTP1Connection` in FaultlineCore), or the HTTP/2 one (`HTTP2Connection`) when ALPN chose `h2` or the

@@ -1,5 +1,7 @@
 import CLibevent
+import FaultlineTLS
 import FaultlineCore
+import FaultlineHTTP2
 
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,5 @@
 @testable import Faultline
+import FaultlineTLS
 import FaultlineCore
 import Foundation
 import Synchronization

@@ -1,4 +1,5 @@
 import CLibevent
+import FaultlineTLS
 import FaultlineCore
 
 #if canImport(Glibc)

@@ -1,4 +1,5 @@
 import COpenSSL
+import FaultlineTLS
 import FaultlineCore
 
 /// The OpenSSL client context of https upstreams: TLS 1.2 or later, ALPN `http/1.1`, the system's CA store or a

@@ -1,4 +1,5 @@
 import COpenSSL
+import FaultlineTLS
 import FaultlineCore
 import Synchronization
 #if canImport(Glibc)

@@ -1,4 +1,5 @@
 import COpenSSL
+import FaultlineTLS
 import FaultlineCore
 
 /// How a server serves HTTPS beside plain HTTP (`FaultlineServer.Configuration.tls`, `serve --tls-port`).

@@ -1,4 +1,5 @@
 import COpenSSL
+import FaultlineTLS
 import FaultlineCore
 
 /// TLS over a `TCPTransport` (ARCHITECTURE §3a). OpenSSL never sees the socket: it reads the client's bytes

@@ -1,7 +1,7 @@
 import FaultlineCore
 
 /// What must hold for any bytes a client sends to `HTTPRequestParser`: the contract checks of the
-/// `http-parser` fuzzer (Fuzz/HTTPParserFuzzer.swift), which compiles this file, and of
+/// `http-parser` fuzzer (Fuzz/entries/http-parser/HTTPParserFuzzer.swift), which compiles this file, and of
 /// FuzzRegressionTests, which runs the saved inputs through it. Returns the broken rules; [] when all hold.
 ///
 /// No `import Testing` here: the fuzzer is built by swiftc alone, without the test libraries.

@@ -1,7 +1,7 @@
 import FaultlineCore
 
 /// What must hold for any request to a resource: the contract checks of the `resource` fuzzer
-/// (Fuzz/ResourceFuzzer.swift), which compiles this file, and of FuzzRegressionTests, which runs the saved inputs
+/// (Fuzz/entries/resource/ResourceFuzzer.swift), which compiles this file, and of FuzzRegressionTests, which runs the saved inputs
 /// through it. Returns the broken rules; [] when all hold.
 ///
 /// An input is text: a first line `METHOD PATH` (PATH one of the scenario's resources), then `Name: value` lines

@@ -1,7 +1,7 @@
 import FaultlineCore
 
 /// What must hold for any bytes given to the JSON parser and the scenario loader: the contract checks of the
-/// `scenario` fuzzer (Fuzz/ScenarioFuzzer.swift), which compiles this file, and of FuzzRegressionTests, which
+/// `scenario` fuzzer (Fuzz/entries/scenario/ScenarioFuzzer.swift), which compiles this file, and of FuzzRegressionTests, which
 /// runs the saved inputs through it. Returns the broken rules; [] when all hold. The input is the file's bytes
 /// as they are; scenarios load without a folder, so `file` bodies are errors and nothing touches the disk.
 ///

@@ -1,7 +1,7 @@
 import FaultlineCore
 
 /// What must hold for any bytes a client sends after a WebSocket upgrade: the contract checks of the `websocket`
-/// fuzzer (Fuzz/WebSocketFuzzer.swift), which compiles this file, and of FuzzRegressionTests. The first input byte
+/// fuzzer (Fuzz/entries/websocket/WebSocketFuzzer.swift), which compiles this file, and of FuzzRegressionTests. The first input byte
 /// picks how the rest is cut into reads and whether the clock moves between them; the session plays a script
 /// with every kind of step but faults, so its output must be well-formed server frames.
 ///

@@ -24,13 +24,13 @@ package final class ServerIdentity: @unchecked Sendable {
     /// SSL_set1_chain, which copies the stack and takes its own reference on each certificate, so it is only read
     /// after creation and may be shared between loop threads. It borrows its certificates from `intermediates`
     /// (sk_X509_free in deinit frees the stack, not them).
-    let chainStack: OpaquePointer
+    package let chainStack: OpaquePointer
 
     private let leaf: X509Certificate
     private let key: PrivateKey
     private let intermediates: [X509Certificate]
 
-    init(leaf: X509Certificate, key: PrivateKey, chain: [X509Certificate]) throws(TLSSetupError) {
+    package init(leaf: X509Certificate, key: PrivateKey, chain: [X509Certificate]) throws(TLSSetupError) {
         let spkiSHA256Base64 = try leaf.spkiSHA256Base64()
         let certificatePEM = try leaf.pem()
         var chainPEM = ""

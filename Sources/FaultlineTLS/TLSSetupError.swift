@@ -12,19 +12,19 @@ public struct TLSSetupError: Error, Sendable, Equatable, CustomStringConvertible
 
     public var description: String { message }
 
-    init(_ message: String) {
+    package init(_ message: String) {
         self.message = message
     }
 
     /// `context`, followed by OpenSSL's queued errors for this thread, which are drained so that the next failure
     /// does not report them again.
-    static func openSSL(_ context: String) -> TLSSetupError {
+    package static func openSSL(_ context: String) -> TLSSetupError {
         let errors = OpenSSLErrorQueue.drain(.full)
         return TLSSetupError(errors.isEmpty ? context : "\(context): \(errors.joined(separator: "; "))")
     }
 
     /// A system call on `path` failed with `code` (an errno value).
-    static func system(_ call: String, _ path: String, _ code: Int32) -> TLSSetupError {
+    package static func system(_ call: String, _ path: String, _ code: Int32) -> TLSSetupError {
         TLSSetupError("\(call) \(path): \(String(cString: strerror(code)))")
     }
 }

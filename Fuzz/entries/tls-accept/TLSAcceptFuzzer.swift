@@ -1,10 +1,11 @@
 import COpenSSL
 import FaultlineCore
+import FaultlineTLS
 
-/// libFuzzer's entry point for the `tls-accept` fuzzer: the server's TLS accept path without sockets. Compiled
-/// together with the server's own `TLSSession`, `TLSServerContext` (the SSL_CTX settings, the ClientHello
-/// callback with its server name and ALPN parsing, the ALPN selection, the alert callback) and the certificate
-/// code they need (scripts/fuzz.sh lists the files), so what runs is what `faultline serve --tls-port` runs,
+/// libFuzzer's entry point for the `tls-accept` fuzzer: the server's TLS accept path without sockets. Linked
+/// with the server's own FaultlineTLS module, built with coverage by scripts/fuzz.sh: `TLSSession`,
+/// `TLSServerContext` (the SSL_CTX settings, the ClientHello callback with its server name and ALPN parsing, the
+/// ALPN selection, the alert callback) and the certificate code they need, so what runs is what `faultline serve --tls-port` runs,
 /// minus the event loop.
 ///
 /// One input: byte 0 chooses the engine's decision for the ClientHello (default, an alert, a hang, a reset, a

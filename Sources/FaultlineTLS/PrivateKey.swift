@@ -3,9 +3,9 @@ import Foundation
 
 /// An OpenSSL private key (`EVP_PKEY *`), freed when the last reference goes. The pointer is never mutated after
 /// creation, so a key can be shared between threads.
-final class PrivateKey: @unchecked Sendable {
+package final class PrivateKey: @unchecked Sendable {
     /// The kinds of key the authority makes.
-    enum Algorithm: Equatable, Sendable {
+    package enum Algorithm: Equatable, Sendable {
         /// ECDSA on NIST P-256 (prime256v1): every catalogue key but `weak-key`.
         case p256
         /// RSA with a modulus of this many bits.
@@ -13,17 +13,17 @@ final class PrivateKey: @unchecked Sendable {
     }
 
     /// The `EVP_PKEY *`, owned by this object.
-    let pointer: OpaquePointer
+    package let pointer: OpaquePointer
 
     /// Takes ownership of `pointer`.
-    init(taking pointer: OpaquePointer) {
+    package init(taking pointer: OpaquePointer) {
         self.pointer = pointer
     }
 
     deinit { EVP_PKEY_free(pointer) }
 
     /// A fresh key of `algorithm`.
-    static func generate(_ algorithm: Algorithm) throws(TLSSetupError) -> PrivateKey {
+    package static func generate(_ algorithm: Algorithm) throws(TLSSetupError) -> PrivateKey {
         let generated: OpaquePointer?
         switch algorithm {
         case .p256: generated = faultline_EVP_EC_gen_P256()
@@ -35,7 +35,7 @@ final class PrivateKey: @unchecked Sendable {
 
     /// The first private key in the PEM text `bytes` (PKCS #8, or the traditional RSA/EC forms). An encrypted key
     /// is refused rather than prompting on the terminal for a passphrase; `source` names the file in errors.
-    convenience init(pem bytes: [UInt8], source: String) throws(TLSSetupError) {
+    package convenience init(pem bytes: [UInt8], source: String) throws(TLSSetupError) {
         guard bytes.count < Int(Int32.max) else { throw TLSSetupError("\(source) is too large to be a private key") }
         ERR_clear_error()
         let key: OpaquePointer? = bytes.withUnsafeBytes { buffer in
@@ -51,13 +51,13 @@ final class PrivateKey: @unchecked Sendable {
     }
 
     /// Whether this is an RSA key (a certificate for it may also allow keyEncipherment).
-    var isRSA: Bool { EVP_PKEY_get_base_id(pointer) == EVP_PKEY_RSA }
+    package var isRSA: Bool { EVP_PKEY_get_base_id(pointer) == EVP_PKEY_RSA }
 
     /// The key's size in bits: the modulus for RSA, the field size for an elliptic curve.
-    var bits: Int { Int(EVP_PKEY_get_bits(pointer)) }
+    package var bits: Int { Int(EVP_PKEY_get_bits(pointer)) }
 
     /// The key in unencrypted PKCS #8 PEM (`-----BEGIN PRIVATE KEY-----`).
-    func pem() throws(TLSSetupError) -> String {
+    package func pem() throws(TLSSetupError) -> String {
         guard let bio = BIO_new(BIO_s_mem()) else { throw .openSSL("BIO_new") }
         defer { BIO_free(bio) }
         guard PEM_write_bio_PrivateKey(bio, pointer, nil, nil, 0, nil, nil) == 1 else {
@@ -68,12 +68,12 @@ final class PrivateKey: @unchecked Sendable {
 
     /// The base64 SHA-256 of the DER SubjectPublicKeyInfo of this key's public half: the pin format of HPKP
     /// (RFC 7469 §2.4), OkHttp's CertificatePinner and TrustKit.
-    func spkiSHA256Base64() throws(TLSSetupError) -> String {
+    package func spkiSHA256Base64() throws(TLSSetupError) -> String {
         try Self.spkiSHA256Base64(publicKey: pointer)
     }
 
     /// The pin (see `spkiSHA256Base64()`) of any `EVP_PKEY *`, such as a certificate's public key.
-    static func spkiSHA256Base64(publicKey: OpaquePointer) throws(TLSSetupError) -> String {
+    package static func spkiSHA256Base64(publicKey: OpaquePointer) throws(TLSSetupError) -> String {
         let length = i2d_PUBKEY(publicKey, nil)
         guard length > 0 else { throw .openSSL("cannot encode a public key as DER") }
         var der = [UInt8](repeating: 0, count: Int(length))
@@ -92,9 +92,9 @@ final class PrivateKey: @unchecked Sendable {
 }
 
 /// Reading the bytes out of a memory BIO.
-enum MemoryBIO {
+package enum MemoryBIO {
     /// Everything written to the memory BIO `bio`, as UTF-8 text (PEM is ASCII).
-    static func text(_ bio: OpaquePointer) -> String {
+    package static func text(_ bio: OpaquePointer) -> String {
         var data: UnsafeMutablePointer<CChar>?
         let length = faultline_BIO_get_mem_data(bio, &data)
         guard let data, length > 0 else { return "" }

@@ -1,180 +1,12 @@
-import CNghttp2
 import FaultlineCore
+import FaultlineHTTP2
 
-/// libFuzzer's entry point for the `h2-frames` fuzzer: the server's HTTP/2 codec (`HTTP2Connection`, compiled
-/// into this module by scripts/fuzz.sh) over a fake `HTTP2ConnectionIO`: writes go to memory, timers wait in a
-/// list until the fuzzer fires them, and `dispatch` answers each request with an `Exchange` whose script the
-/// input chooses (a plain response, a wait then a response, a hang, a body cut by `abortExchange`, RST_STREAM
-/// with a code, GOAWAY naming this stream or the one before, gracefully or not, a deferred exchange answered
-/// later, as an admin long-poll is, and the connection faults: close, reset, half-close).
-///
-/// One input: byte 0 chooses the preface (bits 0-1: 3 breaks it) and seeds the piece sizes; the rest is a list of
-/// operations, each an opcode byte and its operands:
-///   0-2  a frame: type, flags, stream id (small, odd or even), length byte, then that many payload bytes
-///   3    a request: HEADERS (HPACK literals without indexing: GET /, scheme, authority, a field), END_STREAM from
-///        a bit, on the next client stream id; the following byte chooses its script
-///   4    raw bytes: a length byte, then that many bytes
-///   5    deliver what was built so far, cut into pieces of random size (1 to 64 bytes, sometimes up to 512)
-///   6    fire the earliest pending timer
-///   7    drained(); the operand byte sets the transport's pending output (sometimes over the pause threshold)
-///   8    answer the oldest deferred exchange (`respond`)
-///   9    the transport refuses further writes (the client is gone)
-/// At the end: deliver the rest, then peerFinished, peerFailed or teardown (from the last byte); afterwards fire
-/// every timer and answer every deferred exchange, which must reach the closed connection's IO no more.
-/// A broken rule is a crash, so libFuzzer saves the input.
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzHTTP2Frames(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
-    let violations = HTTP2FramesFuzzCheck.violations(in: Array(UnsafeBufferPointer(start: data, count: size)))
-    guard violations.isEmpty else {
-        fatalError("h2-frames: broken rules:\n  " + violations.joined(separator: "\n  "))
-    }
-    return 0
-}
+// The rules of the h2-frames fuzzer (Fuzz/entries/h2-frames/HTTP2FramesFuzzer.swift has the input format); FuzzRegressionTests
+// replays every saved input through them.
 
 /// The rules one input must keep.
 enum HTTP2FramesFuzzCheck {
     static let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
-
-    /// A timer of the fake loop.
-    final class FakeTimer: CancellableTimer {
-        let deadline: Int
-        let order: Int
-        var action: (() -> Void)?
-        init(deadline: Int, order: Int, action: @escaping () -> Void) {
-            self.deadline = deadline
-            self.order = order
-            self.action = action
-        }
-        func cancel() { action = nil }
-    }
-
-    /// The fake transport, loop and Dispatcher.
-    final class FakeIO: HTTP2ConnectionIO {
-        var output: [UInt8] = []
-        var pending = 0
-        var refuseWrites = false
-        var closedAt: String?
-        var closeCount = 0
-        var problems: [String] = []
-        var timers: [FakeTimer] = []
-        var timerOrder = 0
-        var clock = 0
-        /// Script choices, from the request operations, in order.
-        var choices: [UInt8] = []
-        var choiceSeed: UInt8 = 0
-        var exchanges: [Exchange] = []
-        var finishedCount: [ObjectIdentifier: Int] = [:]
-        var deferred: [(Exchange, ResponseScript)] = []
-        var readingEnabled = true
-
-        private func called(_ name: String) {
-            if let closedAt { problems.append("\(name) called after close (\(closedAt))") }
-        }
-
-        func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
-            called("write")
-            output.append(contentsOf: bytes)
-            return !refuseWrites
-        }
-        var pendingOutput: Int {
-            called("pendingOutput")
-            return pending
-        }
-        var shutDown = false
-        func shutdownWrite() {
-            called("shutdownWrite")
-            // A half-close comes from a script, after a request, so the server's SETTINGS (queued from the start)
-            // and whatever nghttp2 queued before it are on the wire before the FIN.
-            if !shutDown && output.isEmpty { problems.append("shutdownWrite before anything was written") }
-            shutDown = true
-        }
-        func close(abortive: Bool) {
-            called("close")
-            closeCount += 1
-            closedAt = abortive ? "abortive" : "FIN"
-        }
-        func setReading(_ enabled: Bool) {
-            called("setReading")
-            readingEnabled = enabled
-        }
-        func schedule(milliseconds: Int, _ action: @escaping () -> Void) -> CancellableTimer {
-            called("schedule")
-            timerOrder += 1
-            let timer = FakeTimer(deadline: clock + max(0, milliseconds), order: timerOrder, action: action)
-            timers.append(timer)
-            return timer
-        }
-        func now() -> Arrival {
-            called("now")
-            return Arrival(wall: 1_700_000_000 + Double(clock) / 1000, monotonicNanos: UInt64(clock) * 1_000_000)
-        }
-        let dates = HTTPDateCache()
-        func dateLine() -> [UInt8] {
-            called("dateLine")
-            return dates.line(atWall: 1_700_000_000 + Double(clock) / 1000)
-        }
-        func dispatch(_ request: HTTPRequest, _ context: RequestContext) -> Exchange {
-            called("dispatch")
-            if context.stream == nil { problems.append("a request without its stream") }
-            let choice: UInt8
-            if choices.isEmpty {
-                choiceSeed = choiceSeed &* 37 &+ 11
-                choice = choiceSeed
-            } else {
-                choice = choices.removeFirst()
-            }
-            let (script, later) = HTTP2FramesFuzzCheck.script(choice, isHead: request.head.method == "HEAD")
-            let exchange = Exchange(sequence: exchanges.count, script: script)
-            if let later { deferred.append((exchange, later)) }
-            exchanges.append(exchange)
-            return exchange
-        }
-        func reject(_ error: HTTPParseError, _ context: RequestContext, body: [UInt8]) -> Exchange {
-            called("reject")
-            let head = ResponseHead(status: error.status, headers: HTTPHeaders(), bodyLength: 0, close: false)
-            let exchange = Exchange(
-                sequence: exchanges.count,
-                script: ResponseScript(steps: [.head(head), .end], status: error.status, keepAlive: true))
-            exchanges.append(exchange)
-            return exchange
-        }
-        func journalUnanswered(
-            _ request: HTTPRequest?, _ error: HTTPParseError?, _ context: RequestContext, _ outcome: ExchangeOutcome,
-            client: HTTP2ClientFrames
-        ) {
-            called("journalUnanswered")
-        }
-        func clientSent(_ frames: HTTP2ClientFrames, onEntry sequence: Int) {
-            called("clientSent")
-            if frames.isEmpty { problems.append("journaled an empty record of the client's frames") }
-            if !exchanges.indices.contains(sequence) { problems.append("the client's frames on an unknown entry") }
-        }
-        func finished(_ exchange: Exchange, _ outcome: ExchangeOutcome, at: UInt64?) {
-            called("finished")
-            let id = ObjectIdentifier(exchange)
-            if !exchanges.contains(where: { $0 === exchange }) { problems.append("finished an unknown exchange") }
-            finishedCount[id, default: 0] += 1
-            if finishedCount[id]! > 1 {
-                problems.append("exchange \(exchange.sequence ?? -1) finished \(finishedCount[id]!) times (\(outcome))")
-            }
-        }
-        func connectionError(_ reason: String) { called("connectionError") }
-        func journalHTTP2(_ summary: HTTP2ConnectionSummary?, clientGoaway: HTTP2ClientGoaway?) {
-            called("journalHTTP2")
-        }
-
-        /// Fires the earliest timer that was not cancelled; false when none is left.
-        func fireNext() -> Bool {
-            timers.removeAll { $0.action == nil }
-            guard let next = timers.min(by: { ($0.deadline, $0.order) < ($1.deadline, $1.order) }) else { return false }
-            timers.removeAll { $0 === next }
-            clock = max(clock, next.deadline)
-            let action = next.action
-            next.action = nil
-            action?()
-            return true
-        }
-    }
 
     /// The script `choice` picks, and for a deferred exchange the script it is answered with later.
     static func script(_ choice: UInt8, isHead: Bool) -> (ResponseScript?, ResponseScript?) {
@@ -256,11 +88,21 @@ enum HTTP2FramesFuzzCheck {
 
     static func violations(in input: [UInt8]) -> [String] {
         guard input.count >= 2 else { return [] }
-        let io = FakeIO()
+        var choices: [UInt8] = []
+        var choiceSeed = input[1]
+        let io = FakeHTTP2IO { request, _ in
+            let choice: UInt8
+            if choices.isEmpty {
+                choiceSeed = choiceSeed &* 37 &+ 11
+                choice = choiceSeed
+            } else {
+                choice = choices.removeFirst()
+            }
+            return HTTP2FramesFuzzCheck.script(choice, isHead: request.head.method == "HEAD")
+        }
         var settings = HTTP2ConnectionSettings()
         settings.maxPendingOutput = 64 * 1024
         var connection: HTTP2Connection? = HTTP2Connection(io: io, settings: settings)
-        io.choiceSeed = input[1]
         var random = UInt64(input[0]) &* 0x9E37_79B9_7F4A_7C15 &+ UInt64(input[1])
         func nextRandom() -> UInt64 {
             random = random &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
@@ -322,7 +164,7 @@ enum HTTP2FramesFuzzCheck {
                 wire += frameHeader(length: length, type: frameType, flags: flags, stream: stream) + payload
             case 3:
                 guard let variant = byte() else { break }
-                if let choice = byte() { io.choices.append(choice) }
+                if let choice = byte() { choices.append(choice) }
                 let block = requestBlock(variant)
                 let endStream: UInt8 = variant & 0x20 != 0 ? 0 : 0x1
                 wire += frameHeader(length: block.count, type: 1, flags: 0x4 | endStream, stream: nextStream) + block

@@ -5,13 +5,13 @@ import FaultlineCore
 /// ClientHello callback where the engine decides how each handshake goes — which certificate, which versions,
 /// whether to ask for a client certificate, or a fault (an alert, a hang, a reset). Loop thread only, like the
 /// transports that use it.
-final class TLSServerContext {
+package final class TLSServerContext {
     /// The SSL_CTX. It holds the default certificate, so a handshake that serves it installs nothing.
-    let context: OpaquePointer
+    package let context: OpaquePointer
     /// The certificate served when a decision names none: a catalogue name, or `custom`.
-    let defaultCertificateName: String
+    package let defaultCertificateName: String
     /// The engine's answer to a ClientHello (server name, ALPN protocols offered).
-    let decide: (String?, [String]) -> TLSHandshakeDecision
+    package let decide: (String?, [String]) -> TLSHandshakeDecision
     private let defaultCertificate: TLSCertificateName?
     private let catalogue: (TLSCertificateName) -> ServerIdentity?
 
@@ -20,7 +20,7 @@ final class TLSServerContext {
     ///   - defaultCertificate: its catalogue name, nil for one the user brought.
     ///   - catalogue: a catalogue certificate by name (issued on first use); nil when it cannot be.
     ///   - clientCA: the certificate authority whose certificates are accepted from clients (mutual TLS).
-    init(
+    package init(
         defaultIdentity: ServerIdentity, defaultCertificate: TLSCertificateName?, clientCA: OpaquePointer?,
         alpn: [String] = ["h2", "http/1.1"], catalogue: @escaping (TLSCertificateName) -> ServerIdentity?,
         decide: @escaping (String?, [String]) -> TLSHandshakeDecision
@@ -112,7 +112,7 @@ final class TLSServerContext {
     }
 
     /// Where `name`'s length byte is in an ALPN list (a length byte, then the name, for each); nil when absent.
-    static func find(_ name: String, in list: UnsafePointer<UInt8>?, _ count: UInt32) -> UnsafePointer<UInt8>? {
+    package static func find(_ name: String, in list: UnsafePointer<UInt8>?, _ count: UInt32) -> UnsafePointer<UInt8>? {
         guard let list else { return nil }
         let wanted = Array(name.utf8)
         var at = 0
@@ -216,7 +216,7 @@ final class TLSServerContext {
     }
 
     /// A certificate's subject, RFC 2253 style (`CN=alice,O=Faultline`).
-    static func subject(of certificate: OpaquePointer) -> String? {
+    package static func subject(of certificate: OpaquePointer) -> String? {
         guard let name = X509_get_subject_name(certificate), let bio = BIO_new(BIO_s_mem()) else { return nil }
         defer { BIO_free(bio) }
         guard X509_NAME_print_ex(bio, name, 0, faultline_XN_FLAG_RFC2253()) >= 0 else { return nil }
@@ -229,7 +229,7 @@ final class TLSServerContext {
 
 extension ServerIdentity {
     /// Makes this the context's certificate: every handshake that names no other serves it.
-    func install(on context: OpaquePointer) -> Bool {
+    package func install(on context: OpaquePointer) -> Bool {
         guard SSL_CTX_use_certificate(context, certificate) == 1, SSL_CTX_use_PrivateKey(context, privateKey) == 1
         else { return false }
         return faultline_SSL_CTX_set1_chain(context, chainStack) == 1
@@ -237,7 +237,7 @@ extension ServerIdentity {
 
     /// Makes this one connection's certificate, and its only one (from the ClientHello callback). The set1 calls
     /// take their own references, so the identity's one chain stack serves every connection.
-    func install(onConnection ssl: OpaquePointer) -> Bool {
+    package func install(onConnection ssl: OpaquePointer) -> Bool {
         // The connection starts with a copy of the context's certificates, one slot per key type, and OpenSSL
         // serves the first filled slot whose key signs with an algorithm the client offers, ECDSA before RSA.
         // SSL_use_certificate fills only its key's slot, so the default's would stay: the RSA weak-key would go
@@ -251,7 +251,7 @@ extension ServerIdentity {
 
 extension TLSVersion {
     /// OpenSSL's constant for the version.
-    var openSSL: Int32 {
+    package var openSSL: Int32 {
         switch self {
         case .tls1_0: return TLS1_VERSION
         case .tls1_1: return TLS1_1_VERSION

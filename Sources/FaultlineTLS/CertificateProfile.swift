@@ -7,28 +7,28 @@ import Darwin
 /// What one certificate says, before it is signed: its subject, its validity, and its X.509 v3 extensions in
 /// OpenSSL's configuration syntax (the `x509v3_config` manual page), which is also how `openssl x509 -text`
 /// prints them back.
-struct CertificateProfile: Sendable {
+package struct CertificateProfile: Sendable {
     /// The subject's commonName; the organization is always `Faultline`.
-    var commonName: String
+    package var commonName: String
     /// Seconds since the epoch.
-    var notBefore: time_t
+    package var notBefore: time_t
     /// Seconds since the epoch.
-    var notAfter: time_t
+    package var notAfter: time_t
     /// e.g. `critical,CA:TRUE,pathlen:0` (RFC 5280 §4.2.1.9).
-    var basicConstraints: String
+    package var basicConstraints: String
     /// e.g. `critical,digitalSignature` (RFC 5280 §4.2.1.3).
-    var keyUsage: String
+    package var keyUsage: String
     /// e.g. `serverAuth`; nil for none (RFC 5280 §4.2.1.12).
-    var extendedKeyUsage: String?
+    package var extendedKeyUsage: String?
     /// e.g. `DNS:localhost,IP:127.0.0.1`; nil for none (RFC 5280 §4.2.1.6).
-    var subjectAltName: String?
+    package var subjectAltName: String?
 
-    static let hour: time_t = 3600
-    static let day: time_t = 86400
+    package static let hour: time_t = 3600
+    package static let day: time_t = 86400
 
     /// A certificate authority valid for ten years from an hour ago (the hour absorbs clock skew between the
     /// machine that made it and the client).
-    static func authority(commonName: String, now: time_t, pathLength: Int? = nil) -> CertificateProfile {
+    package static func authority(commonName: String, now: time_t, pathLength: Int? = nil) -> CertificateProfile {
         CertificateProfile(
             commonName: commonName, notBefore: now - hour, notAfter: now + 3650 * day,
             basicConstraints: "critical,CA:TRUE" + (pathLength.map { ",pathlen:\($0)" } ?? ""),
@@ -37,7 +37,7 @@ struct CertificateProfile: Sendable {
 
     /// A server certificate for `localhost` and the loopback addresses, valid from an hour ago for 90 days. An
     /// RSA key also allows keyEncipherment (RSA key exchange in TLS 1.2 and earlier).
-    static func server(now: time_t, rsa: Bool) -> CertificateProfile {
+    package static func server(now: time_t, rsa: Bool) -> CertificateProfile {
         CertificateProfile(
             commonName: "localhost", notBefore: now - hour, notAfter: now + 90 * day,
             basicConstraints: "critical,CA:FALSE",
@@ -47,7 +47,7 @@ struct CertificateProfile: Sendable {
     }
 
     /// A client certificate (TLS client authentication) for `commonName`, valid from an hour ago for a year.
-    static func client(commonName: String, now: time_t) -> CertificateProfile {
+    package static func client(commonName: String, now: time_t) -> CertificateProfile {
         CertificateProfile(
             commonName: commonName, notBefore: now - hour, notAfter: now + 365 * day,
             basicConstraints: "critical,CA:FALSE", keyUsage: "critical,digitalSignature",

@@ -4,7 +4,7 @@ import FaultlineCore
 /// What OpenSSL's callbacks tell about one connection (`TLSServerContext`): the ClientHello to decide, the
 /// alerts that went by, what the catalogue could not serve. `TLSTransport` in the server, the `tls-accept` fuzzer
 /// in `Fuzz/`.
-protocol TLSSessionParty: AnyObject {
+package protocol TLSSessionParty: AnyObject {
     /// The ClientHello arrived: the engine decides the handshake.
     func decide(serverName: String?, alpnOffered: [String]) -> TLSHandshakeDecision
     /// Something OpenSSL or the catalogue refused while deciding (the journal's `tls.error`).
@@ -19,18 +19,18 @@ protocol TLSSessionParty: AnyObject {
 /// the client's bytes from one memory BIO (`feed`) and writing its own into another (`takeOutput`). The TLS
 /// transport moves bytes between it and TCP; the `tls-accept` fuzzer drives the same object with bytes alone.
 /// One thread at a time.
-final class TLSSession {
+package final class TLSSession {
     /// The listener's context: its ClientHello callback finds the party through the SSL's app data.
-    let context: TLSServerContext
+    package let context: TLSServerContext
     /// Told what OpenSSL's callbacks learn; not retained (the party owns the session).
-    weak var party: TLSSessionParty?
+    package weak var party: TLSSessionParty?
     /// Nil once released.
-    @exclusivity(unchecked) private(set) var ssl: OpaquePointer?
+    @exclusivity(unchecked) package private(set) var ssl: OpaquePointer?
     @exclusivity(unchecked) private var input: OpaquePointer?
     @exclusivity(unchecked) private var output: OpaquePointer?
 
     /// Where a handshake step left the connection.
-    enum HandshakeStep: Equatable {
+    package enum HandshakeStep: Equatable {
         case completed
         /// OpenSSL waits for more of the client's bytes (it may have written some of its own).
         case wantMore
@@ -43,7 +43,7 @@ final class TLSSession {
     }
 
     /// What one read of application data gave.
-    enum ReadResult: Equatable {
+    package enum ReadResult: Equatable {
         /// This many plaintext bytes, at the start of the buffer.
         case bytes(Int)
         /// Nothing decrypted yet: more bytes are needed (OpenSSL may have written some, a ticket or key update).
@@ -54,7 +54,7 @@ final class TLSSession {
         case released
     }
 
-    init(context: TLSServerContext) {
+    package init(context: TLSServerContext) {
         self.context = context
         ssl = SSL_new(context.context)
         input = BIO_new(BIO_s_mem())
@@ -69,13 +69,13 @@ final class TLSSession {
     deinit { release() }
 
     /// The client's bytes, for OpenSSL to read.
-    func feed(_ bytes: UnsafeRawBufferPointer) {
+    package func feed(_ bytes: UnsafeRawBufferPointer) {
         guard let input else { return }
         _ = BIO_write(input, bytes.baseAddress, Int32(bytes.count))
     }
 
     /// One step of the handshake over what was fed.
-    func handshake() -> HandshakeStep {
+    package func handshake() -> HandshakeStep {
         guard let ssl else { return .released }
         let result = SSL_do_handshake(ssl)
         if result == 1 { return .completed }
@@ -92,7 +92,7 @@ final class TLSSession {
     }
 
     /// Decrypts application data into `buffer`. OpenSSL's error queue is left empty.
-    func read(into buffer: UnsafeMutableRawBufferPointer) -> ReadResult {
+    package func read(into buffer: UnsafeMutableRawBufferPointer) -> ReadResult {
         guard let ssl else { return .released }
         let count = SSL_read(ssl, buffer.baseAddress, Int32(min(buffer.count, Int(Int32.max))))
         if count > 0 { return .bytes(Int(count)) }
@@ -107,7 +107,7 @@ final class TLSSession {
 
     /// Encrypts `bytes` into the output (a memory BIO never pushes back: all of it at once). False when OpenSSL
     /// refused or the session was released.
-    func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    package func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard let ssl else { return false }
         let written = SSL_write(ssl, bytes.baseAddress, Int32(bytes.count))
         guard written > 0 else {
@@ -118,7 +118,7 @@ final class TLSSession {
     }
 
     /// Sends close_notify (into the output).
-    func shutdown() {
+    package func shutdown() {
         guard let ssl else { return }
         _ = SSL_shutdown(ssl)
         ERR_clear_error()
@@ -126,7 +126,7 @@ final class TLSSession {
 
     /// Hands what OpenSSL wrote so far to `body`, then empties the output. True when there was nothing to take;
     /// false when released; else what `body` answered.
-    func takeOutput(_ body: (UnsafeRawBufferPointer) -> Bool) -> Bool {
+    package func takeOutput(_ body: (UnsafeRawBufferPointer) -> Bool) -> Bool {
         guard let output else { return false }
         var data: UnsafeMutablePointer<CChar>?
         let length = faultline_BIO_get_mem_data(output, &data)
@@ -137,13 +137,13 @@ final class TLSSession {
     }
 
     /// Whether OpenSSL holds decrypted bytes, or client bytes it has not read yet.
-    var hasPendingInput: Bool {
+    package var hasPendingInput: Bool {
         guard let ssl else { return false }
         return SSL_pending(ssl) > 0 || (input.map { BIO_ctrl_pending($0) > 0 } ?? false)
     }
 
     /// Frees OpenSSL's objects (the BIOs go with the SSL); every call after answers `released`.
-    func release() {
+    package func release() {
         guard let ssl else { return }
         _ = faultline_SSL_set_app_data(ssl, nil)
         SSL_free(ssl)
@@ -154,5 +154,5 @@ final class TLSSession {
 }
 
 extension TLSSessionParty {
-    var alpn: [String]? { nil }
+    package var alpn: [String]? { nil }
 }

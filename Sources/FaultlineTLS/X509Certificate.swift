@@ -7,19 +7,19 @@ import Darwin
 
 /// An OpenSSL certificate (`X509 *`), freed when the last reference goes. The pointer is never mutated after the
 /// certificate is signed, so a certificate can be shared between threads.
-final class X509Certificate: @unchecked Sendable {
+package final class X509Certificate: @unchecked Sendable {
     /// The `X509 *`, owned by this object.
-    let pointer: OpaquePointer
+    package let pointer: OpaquePointer
 
     /// Takes ownership of `pointer`.
-    init(taking pointer: OpaquePointer) {
+    package init(taking pointer: OpaquePointer) {
         self.pointer = pointer
     }
 
     deinit { X509_free(pointer) }
 
     /// Every certificate in the PEM text `bytes`, in order; at least one. `source` names the file in errors.
-    static func all(pem bytes: [UInt8], source: String) throws(TLSSetupError) -> [X509Certificate] {
+    package static func all(pem bytes: [UInt8], source: String) throws(TLSSetupError) -> [X509Certificate] {
         guard bytes.count < Int(Int32.max) else { throw TLSSetupError("\(source) is too large to read") }
         ERR_clear_error()
         var certificates: [X509Certificate] = []
@@ -42,7 +42,7 @@ final class X509Certificate: @unchecked Sendable {
     }
 
     /// The certificate in PEM (`-----BEGIN CERTIFICATE-----`).
-    func pem() throws(TLSSetupError) -> String {
+    package func pem() throws(TLSSetupError) -> String {
         guard let bio = BIO_new(BIO_s_mem()) else { throw .openSSL("BIO_new") }
         defer { BIO_free(bio) }
         guard PEM_write_bio_X509(bio, pointer) == 1 else { throw .openSSL("cannot encode a certificate as PEM") }
@@ -50,19 +50,19 @@ final class X509Certificate: @unchecked Sendable {
     }
 
     /// Whether `key` is the private half of this certificate's public key.
-    func matches(_ key: PrivateKey) -> Bool {
+    package func matches(_ key: PrivateKey) -> Bool {
         defer { ERR_clear_error() }
         return X509_check_private_key(pointer, key.pointer) == 1
     }
 
     /// Whether this certificate's signature verifies with `issuerKey`'s public half.
-    func isSigned(by issuerKey: PrivateKey) -> Bool {
+    package func isSigned(by issuerKey: PrivateKey) -> Bool {
         defer { ERR_clear_error() }
         return X509_verify(pointer, issuerKey.pointer) == 1
     }
 
     /// The pin of this certificate's public key (`PrivateKey.spkiSHA256Base64()`).
-    func spkiSHA256Base64() throws(TLSSetupError) -> String {
+    package func spkiSHA256Base64() throws(TLSSetupError) -> String {
         guard let publicKey = X509_get0_pubkey(pointer) else { throw .openSSL("certificate without a public key") }
         return try PrivateKey.spkiSHA256Base64(publicKey: publicKey)
     }
@@ -71,7 +71,7 @@ final class X509Certificate: @unchecked Sendable {
     /// number (RFC 5280 §4.1.2.2: at most 20 octets; CA/Browser Forum: at least 64 random bits), signed with
     /// SHA-256 by `issuer`'s key. A nil `issuer` makes the certificate sign itself with `subjectKey`. It carries a
     /// subjectKeyIdentifier and, when it has an issuer, an authorityKeyIdentifier (RFC 5280 §4.2.1.1–2).
-    static func issue(
+    package static func issue(
         _ profile: CertificateProfile, subjectKey: PrivateKey, issuer: (certificate: X509Certificate, key: PrivateKey)?
     ) throws(TLSSetupError) -> X509Certificate {
         guard let raw = X509_new() else { throw .openSSL("X509_new") }

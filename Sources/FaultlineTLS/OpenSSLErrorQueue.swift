@@ -2,9 +2,9 @@ import COpenSSL
 
 /// OpenSSL's per-thread error queue, read in one place. A failing OpenSSL call queues one or more errors; whoever
 /// reports the failure drains the queue, so that a later failure does not report these again.
-enum OpenSSLErrorQueue {
+package enum OpenSSLErrorQueue {
     /// How each queued error is written.
-    enum Format {
+    package enum Format {
         /// The reason alone (`certificate verify failed`): what the journal and the server's notes show per
         /// connection, short and stable across OpenSSL builds, so tests and users can match on it.
         case reason
@@ -14,7 +14,7 @@ enum OpenSSLErrorQueue {
     }
 
     /// Every queued error of this thread, oldest first, written in `format`; the queue is left empty.
-    static func drain(_ format: Format) -> [String] {
+    package static func drain(_ format: Format) -> [String] {
         var errors: [String] = []
         while case let code = ERR_get_error(), code != 0 {
             switch format {
@@ -35,7 +35,7 @@ enum OpenSSLErrorQueue {
 
     /// The queued errors in `format` as one line (`a; b`), or `unknown error` when nothing was queued; the queue
     /// is left empty.
-    static func drainLine(_ format: Format) -> String {
+    package static func drainLine(_ format: Format) -> String {
         let errors = drain(format)
         return errors.isEmpty ? "unknown error" : errors.joined(separator: "; ")
     }
