@@ -37,7 +37,7 @@ final class ServerCore: @unchecked Sendable {
     /// Where TLS transports put decrypted bytes; one per loop, reused by every read.
     private(set) lazy var tlsScratch = ScratchBuffer()
     private var signalEvents: [OpaquePointer] = []
-    @exclusivity(unchecked) private(set) var connections: [Int: Connection] = [:]
+    @exclusivity(unchecked) private(set) var connections: [Int: ClientConnection] = [:]
     @exclusivity(unchecked) private var nextConnectionID = 1
     /// Where transports copy bytes out of the kernel before parsing; one per loop, reused by every read.
     let readScratch = ScratchBuffer()
@@ -240,14 +240,14 @@ final class ServerCore: @unchecked Sendable {
             let transport = TLSTransport(
                 tcp: tcp, context: tlsContext, loop: loop, plaintext: tlsScratch,
                 handshakeTimeoutMilliseconds: configuration.headerTimeoutMilliseconds)
-            connections[id] = Connection(info: info, transport: transport, tcp: tcp, tls: transport, server: self)
+            connections[id] = ClientConnection(info: info, transport: transport, tcp: tcp, tls: transport, server: self)
         } else {
-            connections[id] = Connection(info: info, transport: tcp, tcp: tcp, tls: nil, server: self)
+            connections[id] = ClientConnection(info: info, transport: tcp, tcp: tcp, tls: nil, server: self)
         }
     }
 
     /// Connections to close once nothing more urgent is ready (`HTTP1Connection.closeGracefully`, `LoopPriority`).
-    @exclusivity(unchecked) private var closeQueue: [Connection] = []
+    @exclusivity(unchecked) private var closeQueue: [ClientConnection] = []
     @exclusivity(unchecked) private var closeQueueStart = 0
     /// Closes per slice: a close costs about as much as a send, so a long queue is worked off in slices, and
     /// timers and sockets that become ready meanwhile go between slices instead of waiting for the whole queue.
@@ -276,12 +276,12 @@ final class ServerCore: @unchecked Sendable {
     /// Closes `connection` once no timer is due and no socket is ready (`LoopPriority.housekeeping`), or after
     /// `closeMaxWaitMilliseconds`: every timer that expired with this one, or while closes were waiting, fires
     /// (and sends) first.
-    func closeSoon(_ connection: Connection) {
+    func closeSoon(_ connection: ClientConnection) {
         closeQueue.append(connection)
         closeTask.schedule()
     }
 
-    func connectionClosed(_ connection: Connection) {
+    func connectionClosed(_ connection: ClientConnection) {
         connections[connection.id] = nil
         journalWaits.ownerGone(connection.id)
     }

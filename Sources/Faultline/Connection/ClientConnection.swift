@@ -1,11 +1,25 @@
 import FaultlineCore
 import FaultlineHTTP2
 
-/// One client connection: a transport and the codec that runs on it — the HTTP/1.1 connection machine
-/// (`HTTP1Connection` in FaultlineCore), or the HTTP/2 one (`HTTP2Connection`) when ALPN chose `h2` or the
-/// client's first bytes are HTTP/2's connection preface (h2c with prior knowledge). This class only wires the
-/// codec to the transport, loop timers and the Dispatcher (ARCHITECTURE §3, §4a). Loop thread only.
-final class Connection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDelegate {
+/// The codec a client connection speaks, decided once from ALPN or its first bytes and switched on once per
+/// event (`ClientConnection`). Hummingbird spells the same as `NIONegotiatedHTTPVersion`.
+enum ConnectionCodec {
+    /// No byte has said yet whether this is HTTP/2's preface (h2c with prior knowledge, or h2 over TLS without
+    /// ALPN): `prefaceSoFar` holds the bytes of a preface not yet complete. The HTTP/1.1 machine's timers run.
+    case sniffing(prefaceSoFar: [UInt8])
+    /// HTTP/1.1 (`HTTP1Connection` in FaultlineCore, the connection's `machine`).
+    case http1
+    /// HTTP/2 (`HTTP2Connection` in FaultlineHTTP2); the HTTP/1.1 machine is idle.
+    case http2(HTTP2Connection)
+    /// A WebSocket session after a 101; the HTTP/1.1 machine is done.
+    case websocket(WebSocketChannel)
+}
+
+/// One client's connection to the server: a transport and the codec that runs on it — the HTTP/1.1 connection
+/// machine, the HTTP/2 codec when ALPN chose `h2` or the first bytes are HTTP/2's preface, a WebSocket session
+/// after an upgrade (`ConnectionCodec`). It only wires the codec to the transport, loop timers and the Dispatcher
+/// (ARCHITECTURE §3, §4a). Loop thread only.
+final class ClientConnection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDelegate {
     /// Changes once, when a TLS handshake completes (`info.tls`).
     @exclusivity(unchecked) private(set) var info: ConnectionInfo
     var id: Int { info.id }
@@ -24,17 +38,12 @@ final class Connection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDelegate 
     /// The server outlives its connections (it tears them down before it goes); unowned(unsafe) skips the
     /// reference counting a checked reference costs per request.
     private unowned(unsafe) let server: ServerCore
+    /// The HTTP/1.1 machine: made with the connection, it serves until the codec says otherwise.
     @exclusivity(unchecked) private var machine: HTTP1Connection!
     @exclusivity(unchecked) private var timers: [LoopTimer?] = Array(repeating: nil, count: HTTP1Timer.allCases.count)
-    /// The HTTP/2 codec, once the connection turned out to speak HTTP/2; the HTTP/1.1 machine is idle then.
-    @exclusivity(unchecked) private var http2: HTTP2Connection?
-    /// Until the first bytes said whether they are HTTP/2's preface: the bytes of a preface not yet complete.
-    @exclusivity(unchecked) private var protocolDecided = false
-    @exclusivity(unchecked) private var prefaceSoFar: [UInt8] = []
+    @exclusivity(unchecked) private var codec = ConnectionCodec.sniffing(prefaceSoFar: [])
     /// When the connection turned out to speak HTTP/2: its connection entry's time.
     @exclusivity(unchecked) private var http2StartedAt: Arrival?
-    /// The WebSocket session after a 101; the HTTP/1.1 machine is done then.
-    @exclusivity(unchecked) private var websocket: WebSocketChannel?
 
     init(info: ConnectionInfo, transport: Transport, tcp: TCPTransport, tls: TLSTransport?, server: ServerCore) {
         self.info = info
@@ -69,14 +78,18 @@ final class Connection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDelegate 
 
     /// Ends the connection; exchanges not yet answered are journaled with `outcome`.
     func teardown(_ outcome: ExchangeOutcome) {
-        if let websocket { websocket.session.teardown() } else if let http2 { http2.teardown(outcome) } else { machine.teardown(outcome) }
+        switch codec {
+        case .sniffing, .http1: machine.teardown(outcome)
+        case .http2(let http2): http2.teardown(outcome)
+        case .websocket(let websocket): websocket.session.teardown()
+        }
     }
 
     /// The network dropped the connection (ARCHITECTURE §3b): RST or FIN at once, nothing more written (not even
     /// HTTP/2's GOAWAY or a WebSocket close), and exchanges not yet answered journaled as cut by it.
     func dropByNetwork(abortive: Bool) {
         tcp.close(abortive: abortive)
-        if let websocket {
+        if case .websocket(let websocket) = codec {
             websocket.session.dropped(abortive: abortive)
         } else {
             teardown(abortive ? .resetSent : .closedByFault)
@@ -86,37 +99,55 @@ final class Connection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDelegate 
     /// A scenario reset: a scripted response in progress must not leak into the next test. HTTP/1.1 can only
     /// close the connection; HTTP/2 cancels the streams (RST_STREAM CANCEL) and keeps it.
     func cancelPendingResponses() {
-        if let websocket { websocket.session.teardown() } else if let http2 { http2.cancelPending(.cancelled) } else { machine.teardown(.cancelled) }
+        switch codec {
+        case .sniffing, .http1: machine.teardown(.cancelled)
+        case .http2(let http2): http2.cancelPending(.cancelled)
+        case .websocket(let websocket): websocket.session.teardown()
+        }
     }
 
     /// The connection is busy with a response that a scenario reset must not let leak into the next test.
     var hasPendingScriptedResponse: Bool {
-        websocket != nil || (http2?.hasPendingScriptedResponse ?? machine.hasPendingScriptedResponse)
+        switch codec {
+        case .sniffing, .http1: machine.hasPendingScriptedResponse
+        case .http2(let http2): http2.hasPendingScriptedResponse
+        case .websocket: true
+        }
     }
 
     // MARK: - TransportDelegate
 
     func transportReceived(_ bytes: UnsafeRawBufferPointer) {
-        if let websocket {
-            websocket.session.received(bytes)
-        } else if let http2 {
-            http2.received(bytes)
-        } else if protocolDecided {
-            machine.received(bytes)
-        } else {
-            firstBytes(bytes)
+        switch codec {
+        case .http1: machine.received(bytes)
+        case .sniffing(let prefaceSoFar): firstBytes(bytes, after: prefaceSoFar)
+        case .http2(let http2): http2.received(bytes)
+        case .websocket(let websocket): websocket.session.received(bytes)
         }
     }
 
     func transportPeerFinished() {
-        if let websocket { websocket.session.peerFinished() } else if let http2 { http2.peerFinished() } else { machine.peerFinished() }
+        switch codec {
+        case .sniffing, .http1: machine.peerFinished()
+        case .http2(let http2): http2.peerFinished()
+        case .websocket(let websocket): websocket.session.peerFinished()
+        }
     }
+
     func transportFailed() {
-        if let websocket { websocket.session.peerFailed() } else if let http2 { http2.peerFailed() } else { machine.peerFailed() }
+        switch codec {
+        case .sniffing, .http1: machine.peerFailed()
+        case .http2(let http2): http2.peerFailed()
+        case .websocket(let websocket): websocket.session.peerFailed()
+        }
     }
+
     func transportDrained() {
-        if let websocket { return websocket.session.drained() }
-        if let http2 { http2.drained() } else { machine.drained() }
+        switch codec {
+        case .sniffing, .http1: machine.drained()
+        case .http2(let http2): http2.drained()
+        case .websocket(let websocket): websocket.session.drained()
+        }
     }
 
     // MARK: - Which protocol
@@ -126,40 +157,37 @@ final class Connection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDelegate 
 
     /// The connection's first bytes: HTTP/2's preface (h2c, or h2 over TLS without ALPN) or HTTP/1.1. A request
     /// line parts from the preface at its first or second byte, so HTTP/1.1 pays one comparison.
-    private func firstBytes(_ bytes: UnsafeRawBufferPointer) {
+    private func firstBytes(_ bytes: UnsafeRawBufferPointer, after prefaceSoFar: [UInt8]) {
         let preface = Self.preface
         var matched = prefaceSoFar.count
         for byte in bytes {
             guard matched < preface.count else { break }
             guard byte == preface[matched] else {
-                protocolDecided = true
+                codec = .http1
                 if prefaceSoFar.isEmpty {
                     machine.received(bytes)
                 } else {
-                    let earlier = prefaceSoFar + Array(bytes)
-                    prefaceSoFar = []
-                    earlier.withUnsafeBytes { machine.received($0) }
+                    (prefaceSoFar + Array(bytes)).withUnsafeBytes { machine.received($0) }
                 }
                 return
             }
             matched += 1
         }
         if matched < preface.count {
-            prefaceSoFar.append(contentsOf: bytes)
+            codec = .sniffing(prefaceSoFar: prefaceSoFar + Array(bytes))
             return
         }
-        let all = prefaceSoFar + Array(bytes)
-        prefaceSoFar = []
-        startHTTP2()
-        all.withUnsafeBytes { http2?.received($0) }
+        let http2 = startHTTP2()
+        (prefaceSoFar + Array(bytes)).withUnsafeBytes { http2.received($0) }
     }
 
-    private func startHTTP2() {
-        protocolDecided = true
+    @discardableResult
+    private func startHTTP2() -> HTTP2Connection {
         info.exchangeProtocol = .http2
         http2StartedAt = now()
-        http2 = HTTP2Connection(
-            io: self, settings: server.http2Settings.applying(server.engine.http2Plan))
+        let http2 = HTTP2Connection(io: self, settings: server.http2Settings.applying(server.engine.http2Plan))
+        codec = .http2(http2)
+        return http2
     }
 
     // MARK: - HTTP1ConnectionIO
@@ -193,7 +221,7 @@ final class Connection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDelegate 
         let channel = WebSocketChannel(transport: transport, server: server, exchange: exchange, plan: plan) {
             [unowned self] abortive in close(abortive: abortive)
         }
-        websocket = channel
+        codec = .websocket(channel)
         channel.session.start(early: early)
     }
 
