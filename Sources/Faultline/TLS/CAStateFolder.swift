@@ -1,6 +1,6 @@
+import FaultlineTLS
 #if canImport(Glibc)
 import Glibc
-import FaultlineTLS
 #elseif canImport(Darwin)
 import Darwin
 #endif
