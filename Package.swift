@@ -65,6 +65,9 @@ let package = Package(
             name: "FaultlineTests",
             dependencies: ["Faultline", "FaultlineCore", "FaultlineClient", "FaultlineTesting", "ExampleClients"],
             exclude: ["scenarios"]),
+        // The CLI's parser and commands, called directly (`@testable import faultline`: SwiftPM links an executable
+        // target's code into a test target). Tests that run the built binary as a process stay in FaultlineTests.
+        .testTarget(name: "FaultlineCLITests", dependencies: ["faultline", "Faultline", "FaultlineCore"]),
     ],
     swiftLanguageModes: [.v6]
 )
