@@ -1,4 +1,4 @@
-@testable import faultline
+@testable import FaultlineCLI
 import Testing
 
 /// The command line's one dialect, tested on the parser directly: every command takes `--opt value` and

@@ -1,4 +1,4 @@
-@testable import faultline
+@testable import FaultlineCLI
 import Faultline
 import FaultlineCore
 import Foundation
