@@ -3,7 +3,7 @@
 SWIFT ?= swift
 PORT ?= 8080
 
-.PHONY: deps build release install serve test test-swift test-python bench hotpath soak fuzz fuzz-ci clean
+.PHONY: deps build release install serve test test-core test-swift test-python bench hotpath soak fuzz fuzz-ci clean
 
 deps:
 	@scripts/ensure-deps.sh build
@@ -24,16 +24,42 @@ install: release
 	install -d $(PREFIX)/bin
 	install -m 755 .build/release/faultline $(PREFIX)/bin/faultline
 
+# The Swift suites, run after `swift build --build-tests`. As root on Debian with CI=true or
+# FAULTLINE_INSTALL_TEST_CA=1, scripts/install-test-ca.sh first adds a test CA to the system's trust store, so that
+# URLSession (libcurl) can succeed over HTTPS; otherwise it changes nothing.
+SWIFT_TESTS = FAULTLINE_SYSTEM_TRUSTED_TLS_DIR="$$(scripts/install-test-ca.sh)" $(SWIFT) test --skip-build
+# The Python suite against the debug binary; PYTHON_TESTS=Tests/Python/test_cli.py runs one file of it.
+PYTHON_TESTS ?= Tests/Python
+PYTEST = FAULTLINE_BIN=$(CURDIR)/.build/debug/faultline python3 -m pytest -q -p no:benchmark -p no:cacheprovider $(PYTHON_TESTS)
+
 # Every test: Swift (core without sockets, live server with curl and URLSession, the CLI), a short fuzz, Python.
-# As root on Debian with CI=true or FAULTLINE_INSTALL_TEST_CA=1, scripts/install-test-ca.sh first adds a test CA to
-# the system's trust store, so that URLSession (libcurl) can succeed over HTTPS; otherwise it changes nothing.
 test:
 	@scripts/ensure-deps.sh test
 	@scripts/check-case-clashes.sh
 	$(SWIFT) build --build-tests
-	FAULTLINE_SYSTEM_TRUSTED_TLS_DIR="$$(scripts/install-test-ca.sh)" $(SWIFT) test --skip-build
+	$(SWIFT_TESTS)
 	$(MAKE) --no-print-directory fuzz-ci
-	FAULTLINE_BIN=$(CURDIR)/.build/debug/faultline python3 -m pytest -q -p no:benchmark -p no:cacheprovider Tests/Python
+	$(PYTEST)
+
+# One suite of `make test` at a time. test-core: FaultlineCoreTests, the pure logic (parser, engine, scenarios,
+# verdicts) with no sockets and no server.
+test-core:
+	@scripts/ensure-deps.sh build
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build --filter FaultlineCoreTests
+
+# Every Swift test target: FaultlineCoreTests, FaultlineTests (a live server: raw sockets, curl, URLSession, the
+# binary as a process) and FaultlineCLITests (the CLI's parser and commands, called directly).
+test-swift:
+	@scripts/ensure-deps.sh test
+	$(SWIFT) build --build-tests
+	$(SWIFT_TESTS)
+
+# The pytest suite under Tests/Python: real clients (Python, Go, node, curl) against the debug binary.
+test-python:
+	@scripts/ensure-deps.sh test
+	$(SWIFT) build --product faultline
+	$(PYTEST)
 
 # wrk (and h2load for the HTTP/2 rows) against Faultline and nginx in the same run, unpinned and pinned to separate
 # cores; not part of `make test`.

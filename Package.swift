@@ -17,7 +17,7 @@ let package = Package(
         // The `.faultline(…)` Swift Testing trait: a server per test. Apart, so the library does not link Testing.
         .library(name: "FaultlineTesting", targets: ["FaultlineTesting"]),
         .library(name: "FaultlineClient", targets: ["FaultlineClient"]),
-        .executable(name: "faultline", targets: ["faultline"]),
+        .executable(name: "faultline", targets: ["FaultlineCLI"]),
     ],
     targets: [
         // libevent from Debian's libevent-dev or Homebrew's libevent, found through pkg-config. Only the Faultline
@@ -61,10 +61,12 @@ let package = Package(
         .target(
             name: "Faultline", dependencies: ["FaultlineCore", "FaultlineClient", "FaultlineHTTP2", "FaultlineTLS", "CLibevent", "COpenSSL"],
             resources: [.embedInCode("Resources/openapi.json")]),
-        // The executable `faultline`; its folder is named apart from the library's (`Sources/Faultline`), since a
-        // case-insensitive file system (macOS's default) would make the two one folder.
         .target(name: "FaultlineTesting", dependencies: ["Faultline"]),
-        .executableTarget(name: "faultline", dependencies: ["Faultline"], path: "Sources/FaultlineCLI"),
+        // The executable `faultline` (the product's name is the binary's): the command line's parser and commands.
+        // Its target, folder and module are named apart from the library's (`Faultline`), since a case-insensitive
+        // file system (macOS's default) would make `Sources/faultline` one folder with `Sources/Faultline`, and
+        // `faultline.swiftmodule` one file with `Faultline.swiftmodule` in the build folder.
+        .executableTarget(name: "FaultlineCLI", dependencies: ["Faultline", "FaultlineTLS"]),
         // Example URLSession clients, a careful one and a naive one, judged by the tests against the bundled scenarios.
         .target(name: "ExampleClients", path: "Examples/ExampleClients"),
         .testTarget(name: "FaultlineCoreTests", dependencies: ["FaultlineCore"]),
@@ -76,6 +78,9 @@ let package = Package(
             name: "FaultlineTests",
             dependencies: ["Faultline", "FaultlineCore", "FaultlineClient", "FaultlineTLS", "FaultlineTesting", "ExampleClients"],
             exclude: ["scenarios"]),
+        // The CLI's parser and commands, called directly (`@testable import FaultlineCLI`: SwiftPM links an
+        // executable target's code into a test target). Tests that run the built binary stay in FaultlineTests.
+        .testTarget(name: "FaultlineCLITests", dependencies: ["FaultlineCLI", "Faultline", "FaultlineCore"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -8,7 +8,8 @@ import Glibc
 import Darwin
 #endif
 
-/// The `faultline` executable as a test suite in another language would use it.
+/// The `faultline` executable as a test suite in another language would use it: run as a process. The parser and
+/// the commands, called directly, are tested in FaultlineCLITests.
 @Suite struct CLITests {
     static var binary: String {
         let root = TestSupport.repositoryRoot.appendingPathComponent(".build")
@@ -17,19 +18,6 @@ import Darwin
             if FileManager.default.isExecutableFile(atPath: path) { return path }
         }
         return root.appendingPathComponent("debug/faultline").path
-    }
-
-    @Test func parsesServeOptions() throws {
-        let request = try FaultlineCommandLine.parse(["serve", "a.json", "dir", "--port", "0", "--port-file=/tmp/p", "--host", "::1"])
-        var expected = ServeOptions()
-        expected.paths = ["a.json", "dir"]
-        expected.portFile = "/tmp/p"
-        expected.host = "::1"
-        #expect(request == .serve(expected))
-        #expect(throws: CommandLineError.self) { try FaultlineCommandLine.parse(["serve", "--port", "70000"]) }
-        #expect(throws: CommandLineError.self) { try FaultlineCommandLine.parse(["serve", "--bogus"]) }
-        #expect(throws: CommandLineError.self) { try FaultlineCommandLine.parse(["frobnicate"]) }
-        #expect(try FaultlineCommandLine.parse(["--version"]) == .version)
     }
 
     @Test func versionHelpAndUsageErrors() throws {

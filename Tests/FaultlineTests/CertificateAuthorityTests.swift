@@ -333,42 +333,6 @@ import Darwin
         }
     }
 
-    @Test func caCommandExportsPinsAndIssuesClientCertificates() throws {
-        let scratch = try Scratch()
-        defer { scratch.remove() }
-        let folder = scratch.path + "/tls"
-        let exported = CACommand.run(CAOptions(action: .exportCA, directory: folder))
-        #expect(exported.exitCode == 0)
-        #expect(exported.stdout == (try String(contentsOfFile: folder + "/ca.pem", encoding: .utf8)))
-        let client = CACommand.run(CAOptions(action: .exportClientCA, directory: folder))
-        #expect(client.stdout == (try String(contentsOfFile: folder + "/client-ca.pem", encoding: .utf8)))
-        let written = CACommand.run(CAOptions(action: .exportCA, directory: folder, output: scratch.path + "/out.pem"))
-        #expect(written.exitCode == 0 && written.stdout.isEmpty)
-        #expect(try String(contentsOfFile: scratch.path + "/out.pem", encoding: .utf8) == exported.stdout)
-
-        let pins = CACommand.run(CAOptions(action: .pins, directory: folder))
-        let lines = pins.stdout.split(separator: "\n")
-        #expect(lines.count == TLSCertificateName.allCases.count)
-        let authorityPins = try CertificateAuthority(directory: folder).pins()
-        #expect(lines.first == "valid sha256/\(authorityPins[0].sha256)")
-
-        let issued = CACommand.run(
-            CAOptions(action: .clientCertificate(name: "bob"), directory: folder, output: scratch.path))
-        #expect(issued.exitCode == 0, "\(issued.stderr)")
-        #expect(issued.stderr.contains(scratch.path + "/bob.pem"))
-        #expect(issued.stderr.contains(scratch.path + "/bob-key.pem"))
-        #expect(Self.mode(scratch.path + "/bob-key.pem") == 0o600)
-        let verified = try Self.openssl(
-            ["verify", "-CAfile", folder + "/client-ca.pem", "-purpose", "sslclient", scratch.path + "/bob.pem"])
-        #expect(verified.status == 0)
-
-        let refused = scratch.path + "/open"
-        try FileManager.default.createDirectory(atPath: refused, withIntermediateDirectories: false)
-        #expect(chmod(refused, 0o777) == 0)
-        let failed = CACommand.run(CAOptions(action: .exportCA, directory: refused))
-        #expect(failed.exitCode == 2 && failed.stderr.contains(refused) && failed.stdout.isEmpty)
-    }
-
     /// A setup error carries OpenSSL's whole lines (OpenSSLErrorQueue's `.full`), and leaves the queue empty.
     @Test func setupErrorsDrainOpenSSLsWholeLines() {
         do {
@@ -394,26 +358,5 @@ import Darwin
             #expect(directory == home + "/.cache/faultline/tls")
         }
         #endif
-    }
-
-    @Test func caCommandLine() throws {
-        #expect(try FaultlineCommandLine.parse(["ca"]) == .ca(CAOptions()))
-        #expect(try FaultlineCommandLine.parse(["ca", "--export", "--client", "--tls-dir=/d", "--out", "f"])
-            == .ca(CAOptions(action: .exportClientCA, directory: "/d", output: "f")))
-        #expect(try FaultlineCommandLine.parse(["ca", "--client-cert", "bob"])
-            == .ca(CAOptions(action: .clientCertificate(name: "bob"))))
-        #expect(try FaultlineCommandLine.parse(["ca", "--pins"]) == .ca(CAOptions(action: .pins)))
-        func error(_ words: [String]) -> String? {
-            do { _ = try FaultlineCommandLine.parse(words); return nil } catch { return error.message }
-        }
-        #expect(error(["ca", "--export", "--pins"]) == "ca: give one of --export, --client-cert and --pins")
-        #expect(error(["ca", "--client"]) == "ca: --client goes with --export (it exports the client CA)")
-        #expect(error(["ca", "--pins", "--out", "x"]) == "ca: --out goes with --export or --client-cert")
-        #expect(error(["ca", "--client-cert", "../x"])
-            == "ca: --client-cert NAME must be a plain file name, got \"../x\"")
-        for option in FaultlineCommandLine.ca.options {
-            #expect(FaultlineCommandLine.usage.contains(option.names.joined(separator: ", ")), "\(option.names)")
-        }
-        #expect(FaultlineCommandLine.usage.contains(FaultlineCommandLine.ca.synopsis))
     }
 }

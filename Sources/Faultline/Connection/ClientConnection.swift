@@ -304,5 +304,3 @@ final class ClientConnection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDel
         server.dispatcher.policyClosed(after: sequence, reason)
     }
 }
-
-extension LoopTimer: CancellableTimer {}

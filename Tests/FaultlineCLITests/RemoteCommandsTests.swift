@@ -1,4 +1,5 @@
-@testable import Faultline
+@testable import FaultlineCLI
+import Faultline
 import FaultlineCore
 import Foundation
 import Testing

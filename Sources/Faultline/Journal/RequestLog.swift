@@ -5,7 +5,8 @@ import Darwin
 #endif
 import FaultlineCore
 
-/// How the server logs each finished request on stderr.
+/// How the server logs each finished request on stderr. In the library, not the CLI, although `serve
+/// --log-format` names it: `FaultlineServer.Configuration.requestLog` takes it.
 public enum RequestLogFormat: String, Sendable, CaseIterable {
     /// `16:02:11.104 #3 GET /v1/products/42 → 503 product[0] 0.2 ms completed`, coloured on a terminal; a resource's
     /// request adds its decision (`→ 304 resource:doc not-modified`), a proxied one the upstream's answer

@@ -17,7 +17,11 @@ public enum Faultline {
 /// let (data, _) = try await URLSession.shared.data(from: server.baseURL.appending(path: "v1/products/1"))
 /// ```
 public final class FaultlineServer: Sendable {
-    /// How to run the server.
+    /// How to run the server. The command line (`faultline serve` and `record`, parsed in the executable:
+    /// Sources/FaultlineCLI) fills one of these in; the parsing stays out of the library every app links. What the
+    /// options turn into stays here, because a Configuration holds it and a Swift test sets the same knobs:
+    /// `RequestLogFormat`, `TLSOptions`, `ProxyConfig`, `LinkShape`, `ScenarioReload`, and the `package`
+    /// `RecordingConfiguration`, which only `record` sets but the server carries out.
     public struct Configuration: Sendable {
         /// Interface to bind. Loopback unless told otherwise: a stub server has no business on a network.
         public var host: String = "127.0.0.1"

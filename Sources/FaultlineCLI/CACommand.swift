@@ -1,4 +1,6 @@
+import Faultline
 import FaultlineTLS
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -7,7 +9,8 @@ import Darwin
 
 /// The logic of `faultline ca`, apart from the process: the executable prints the outcome and exits with its
 /// code; the tests call it directly. Exit codes: 0 success, 1 an output file that cannot be written, 2 the
-/// authority's folder cannot be used.
+/// authority's folder cannot be used. The authority itself (`CertificateAuthority`) stays in the library, where
+/// `serve --tls-port` uses it; its files are written by `CertificateAuthority.writeFile`, whole or not at all.
 package enum CACommand {
     package static func run(_ options: CAOptions) -> CommandOutcome {
         let directory = options.directory ?? CertificateAuthority.defaultDirectory()
@@ -38,11 +41,11 @@ package enum CACommand {
             let folder = options.output ?? "."
             let certificatePath = folder + "/" + name + ".pem"
             let keyPath = folder + "/" + name + "-key.pem"
+            if let problem = makeOutputFolder(folder) { return .failure("ca: \(problem)", 1) }
             do {
-                try makeOutputFolder(folder)
                 let issued = try authority.issueClientCertificate(commonName: name)
-                try CAStateFolder.writeFile(Array(issued.keyPEM.utf8), to: keyPath, mode: 0o600)
-                try CAStateFolder.writeFile(Array(issued.certificatePEM.utf8), to: certificatePath, mode: 0o644)
+                try CertificateAuthority.writeFile(issued.keyPEM, to: keyPath, mode: 0o600)
+                try CertificateAuthority.writeFile(issued.certificatePEM, to: certificatePath, mode: 0o644)
             } catch {
                 return .failure("ca: \(error.message)", 1)
             }
@@ -54,20 +57,21 @@ package enum CACommand {
 
     /// The `--out` folder of `--client-cert`: used as it is when it exists; otherwise created with mode 0700
     /// (it will hold a private key), but only its last component: a missing parent is more likely a typo than a
-    /// wish for a tree of folders.
-    private static func makeOutputFolder(_ folder: String) throws(TLSSetupError) {
-        if mkdir(folder, 0o700) == 0 { return }
+    /// wish for a tree of folders. Nil when the folder is there; otherwise what is wrong.
+    private static func makeOutputFolder(_ folder: String) -> String? {
+        if mkdir(folder, 0o700) == 0 { return nil }
         let code = errno
         switch code {
         case EEXIST:
             var info = stat()
             guard stat(folder, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
-                throw TLSSetupError("--out \(folder) is not a folder")
+                return "--out \(folder) is not a folder"
             }
+            return nil
         case ENOENT:
-            throw TLSSetupError("cannot create the folder --out \(folder): its parent folder does not exist")
+            return "cannot create the folder --out \(folder): its parent folder does not exist"
         default:
-            throw TLSSetupError("cannot create the folder --out \(folder): \(String(cString: strerror(code)))")
+            return "cannot create the folder --out \(folder): \(String(cString: strerror(code)))"
         }
     }
 
@@ -75,7 +79,7 @@ package enum CACommand {
     private static func export(_ pem: String, to output: String?) -> CommandOutcome {
         guard let output else { return CommandOutcome(stdout: pem) }
         do {
-            try CAStateFolder.writeFile(Array(pem.utf8), to: output, mode: 0o644)
+            try CertificateAuthority.writeFile(pem, to: output, mode: 0o644)
         } catch {
             return .failure("ca: cannot write \(output): \(error.message)", 1)
         }

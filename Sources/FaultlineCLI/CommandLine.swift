@@ -1,3 +1,4 @@
+import Faultline
 import FaultlineCore
 
 /// What the command line asked for, parsed without side effects so tests can call it directly.

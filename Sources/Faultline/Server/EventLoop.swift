@@ -1,3 +1,4 @@
+import FaultlineHTTP2
 import CLibevent
 import Synchronization
 
@@ -274,3 +275,6 @@ enum Clock {
         return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
 }
+
+/// The HTTP/2 codec schedules its timers through `HTTP2ConnectionIO`, which hands back loop timers.
+extension LoopTimer: CancellableTimer {}

@@ -1,4 +1,4 @@
-@testable import Faultline
+@testable import FaultlineCLI
 import Testing
 
 /// The command line's one dialect, tested on the parser directly: every command takes `--opt value` and
@@ -15,6 +15,19 @@ import Testing
         } catch {
             return error.message
         }
+    }
+
+    @Test func parsesServeOptions() throws {
+        let request = try FaultlineCommandLine.parse(["serve", "a.json", "dir", "--port", "0", "--port-file=/tmp/p", "--host", "::1"])
+        var expected = ServeOptions()
+        expected.paths = ["a.json", "dir"]
+        expected.portFile = "/tmp/p"
+        expected.host = "::1"
+        #expect(request == .serve(expected))
+        #expect(throws: CommandLineError.self) { try FaultlineCommandLine.parse(["serve", "--port", "70000"]) }
+        #expect(throws: CommandLineError.self) { try FaultlineCommandLine.parse(["serve", "--bogus"]) }
+        #expect(throws: CommandLineError.self) { try FaultlineCommandLine.parse(["frobnicate"]) }
+        #expect(try FaultlineCommandLine.parse(["--version"]) == .version)
     }
 
     @Test func equalsAndSpaceFormsAreTheSameEverywhere() throws {
