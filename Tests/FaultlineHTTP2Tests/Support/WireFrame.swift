@@ -103,6 +103,14 @@ struct WireFrame: Equatable, CustomStringConvertible {
         WireFrame(type: rstStream, flags: 0, stream: stream, payload: word(code))
     }
 
+    static func goaway(last: UInt32 = 0, _ code: UInt32, debug: String = "") -> WireFrame {
+        WireFrame(type: goaway, flags: 0, stream: 0, payload: word(last) + word(code) + Array(debug.utf8))
+    }
+
+    static func ping(_ opaque: [UInt8], ack: Bool = false) -> WireFrame {
+        WireFrame(type: ping, flags: ack ? Self.ack : 0, stream: 0, payload: opaque)
+    }
+
     static func windowUpdate(_ stream: UInt32, _ increment: UInt32) -> WireFrame {
         WireFrame(type: windowUpdate, flags: 0, stream: stream, payload: word(increment))
     }
