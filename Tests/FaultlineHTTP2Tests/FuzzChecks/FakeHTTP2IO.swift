@@ -19,10 +19,22 @@ final class FakeTimer: CancellableTimer {
     func cancel() { action = nil }
 }
 
+/// What the fake transport was asked to do, in order (the codec's tests read it: frames before the FIN).
+enum FakeHTTP2IOEvent: Equatable {
+    case write(count: Int)
+    case shutdownWrite
+    case close(abortive: Bool)
+    case reading(Bool)
+}
+
 /// The fake transport, loop and Dispatcher.
 final class FakeHTTP2IO: HTTP2ConnectionIO {
     var output: [UInt8] = []
     var pending = 0
+    /// Writes stay queued (`pending` grows by each write) until the test drains them: a client that does not read.
+    var queuesWrites = false
+    /// The transport calls, in order.
+    var events: [FakeHTTP2IOEvent] = []
     var refuseWrites = false
     var closedAt: String?
     var closeCount = 0
@@ -39,7 +51,9 @@ final class FakeHTTP2IO: HTTP2ConnectionIO {
     /// How each exchange ended, by sequence (the last `finished` call's outcome).
     var outcomes: [Int: ExchangeOutcome] = [:]
     /// Requests journaled unanswered, with their outcome.
-    var unanswered: [(request: HTTPRequest?, error: HTTPParseError?, context: RequestContext, outcome: ExchangeOutcome)] = []
+    var unanswered: [(
+        request: HTTPRequest?, error: HTTPParseError?, context: RequestContext, outcome: ExchangeOutcome,
+        client: HTTP2ClientFrames)] = []
     var rejected: [HTTPParseError] = []
     var connectionErrors: [String] = []
     var clientFrames: [Int: HTTP2ClientFrames] = [:]
@@ -71,6 +85,8 @@ final class FakeHTTP2IO: HTTP2ConnectionIO {
     func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
         called("write")
         output.append(contentsOf: bytes)
+        events.append(.write(count: bytes.count))
+        if queuesWrites { pending += bytes.count }
         return !refuseWrites
     }
     var pendingOutput: Int {
@@ -84,15 +100,18 @@ final class FakeHTTP2IO: HTTP2ConnectionIO {
         // and whatever nghttp2 queued before it are on the wire before the FIN.
         if !shutDown && output.isEmpty { problems.append("shutdownWrite before anything was written") }
         shutDown = true
+        events.append(.shutdownWrite)
     }
     func close(abortive: Bool) {
         called("close")
         closeCount += 1
         closedAt = abortive ? "abortive" : "FIN"
+        events.append(.close(abortive: abortive))
     }
     func setReading(_ enabled: Bool) {
         called("setReading")
         readingEnabled = enabled
+        events.append(.reading(enabled))
     }
     func schedule(milliseconds: Int, _ action: @escaping () -> Void) -> CancellableTimer {
         called("schedule")
@@ -135,7 +154,7 @@ final class FakeHTTP2IO: HTTP2ConnectionIO {
         client: HTTP2ClientFrames
     ) {
         called("journalUnanswered")
-        unanswered.append((request, error, context, outcome))
+        unanswered.append((request, error, context, outcome, client))
     }
     func clientSent(_ frames: HTTP2ClientFrames, onEntry sequence: Int) {
         called("clientSent")
