@@ -94,6 +94,9 @@ extension HTTP2Connection {
                 HTTPRequest(head: head, body: stream.request.body), nil, context, .notProcessed, client: stream.client)
             return
         }
+        // Running before the Dispatcher sees it: a teardown from inside `dispatch` (the server stopping) must not
+        // journal the stream a second time as cut short.
+        stream.enter(.running)
         let exchange: Exchange
         if var error = stream.request.error {
             error.head = head
@@ -104,7 +107,11 @@ extension HTTP2Connection {
         }
         stream.exchange = exchange
         stream.request.body = []
-        stream.enter(.running)
+        if closed {
+            // The connection ended while the request was dispatched: its exchange ends as the others did.
+            end(stream, closingOutcome ?? .clientClosed)
+            return
+        }
         // A GOAWAY from the client came while the request was still arriving: its entry has it too.
         if !stream.client.isEmpty { journalClientFrames(stream) }
         if inLibrary {
@@ -156,7 +163,17 @@ extension HTTP2Connection {
                 end(stream, outcome)
             }
         } else if !stream.isJournaled {
-            journalIncomplete(stream, .clientClosed)
+            if errorCode != NGHTTP2_NO_ERROR.rawValue && stream.client.reset == nil {
+                // Not the client's RST_STREAM: nghttp2 reset the stream itself, for a rule the client broke while
+                // sending the request (DATA past the stream's window: FLOW_CONTROL_ERROR, RFC 9113 §6.9.1).
+                let code = HTTP2ErrorCode(rawValue: errorCode)?.name ?? "error \(errorCode)"
+                journalIncomplete(
+                    stream, .rejected,
+                    reason: "HTTP/2 stream \(id) reset by the server with RST_STREAM \(code) while its request arrived"
+                        + (lastLibraryError.map { " (\($0))" } ?? ""))
+            } else {
+                journalIncomplete(stream, .clientClosed)
+            }
         }
         if state.goawayLastStream != nil { closeIfIdle() }
     }

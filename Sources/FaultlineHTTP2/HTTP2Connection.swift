@@ -20,6 +20,8 @@ package final class HTTP2Connection {
     @exclusivity(unchecked) var gracefulTimer: CancellableTimer?
     /// GOAWAYs a script or the server submitted and nghttp2 has not sent yet (any other is nghttp2's own).
     @exclusivity(unchecked) var ourGoaways = 0
+    /// How the streams ended when the connection began to close (the first `endAllStreams`).
+    @exclusivity(unchecked) var closingOutcome: ExchangeOutcome?
     /// The connection error journaled for this connection (at most one).
     @exclusivity(unchecked) var reportedError: String?
     /// nghttp2's last message about what the client got wrong (its error callback).
@@ -216,6 +218,7 @@ package final class HTTP2Connection {
     }
 
     func endAllStreams(_ outcome: ExchangeOutcome) {
+        if closingOutcome == nil { closingOutcome = outcome }
         for stream in Array(streams.values) {
             stream.cancelTimers()
             if stream.exchange != nil {
@@ -227,11 +230,14 @@ package final class HTTP2Connection {
     }
 
     /// A stream that ended before its request was complete: journaled with what arrived.
-    func journalIncomplete(_ stream: HTTP2Stream, _ outcome: ExchangeOutcome) {
+    func journalIncomplete(
+        _ stream: HTTP2Stream, _ outcome: ExchangeOutcome,
+        reason: String = "the stream ended before its request was complete (no END_STREAM)"
+    ) {
         stream.enter(.unanswered)
         guard !stream.request.method.isEmpty else { return }
         let error = HTTPParseError(
-            status: 400, reason: "the stream ended before its request was complete (no END_STREAM)",
+            status: 400, reason: reason,
             head: stream.request.head, requestLinePrefix: stream.request.requestLine)
         io.journalUnanswered(nil, error, stream.requestContext, outcome, client: stream.client)
     }

@@ -149,15 +149,9 @@ struct HTTP2ZeroWindowTests {
         #expect(raw.io.unanswered.count == 1)
         #expect(raw.io.unanswered.first?.error?.status == 400)
         #expect(raw.io.connectionErrors.isEmpty && raw.io.closedAt == nil)
-        withKnownIssue("""
-            The stream nghttp2 reset itself (RST_STREAM FLOW_CONTROL_ERROR, sent by the server) is journaled \
-            client-closed: streamClosed cannot tell the server's own reset from the client's and journalIncomplete \
-            uses .clientClosed. The client closed nothing; .rejected (and a reason naming FLOW_CONTROL_ERROR) \
-            would say what happened.
-            """) {
-            #expect(raw.io.unanswered.first?.outcome == .rejected)
-            #expect(raw.io.unanswered.first?.error?.reason.contains("FLOW_CONTROL_ERROR") == true)
-        }
+        // nghttp2 reset the stream itself: journaled rejected, naming the code, not as the client's doing.
+        #expect(raw.io.unanswered.first?.outcome == .rejected)
+        #expect(raw.io.unanswered.first?.error?.reason.contains("FLOW_CONTROL_ERROR") == true)
     }
 
     @Test("not compliant: HEADERS before our SETTINGS, the DATA after acknowledging them — refused the same way")
