@@ -48,8 +48,9 @@ test-core:
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --filter FaultlineCoreTests
 
-# Every Swift test target: FaultlineCoreTests, FaultlineTests (a live server: raw sockets, curl, URLSession, the
-# binary as a process) and FaultlineCLITests (the CLI's parser and commands, called directly).
+# Every Swift test target: FaultlineCoreTests, FaultlineHTTP2Tests (the HTTP/2 codec on a fake transport),
+# FaultlineTests (a live server: raw sockets, curl, URLSession, the binary as a process) and FaultlineCLITests (the
+# CLI's parser and commands, called directly).
 test-swift:
 	@scripts/ensure-deps.sh test
 	$(SWIFT) build --build-tests
