@@ -722,6 +722,12 @@ final class HTTP2Connection {
         case .abortConnection(let abort):
             stream.stopped = true
             abortConnection(abort, stream: stream, exchange)
+        case .endConnection(let end):
+            // `maxRequests`: a graceful GOAWAY naming every stream so far, then close once they are done;
+            // `Connection: close` means nothing here.
+            stream.stopped = true
+            submitOrResume(stream)
+            if end == .maxRequests { sendGoaway(highestStream, code: UInt32(NGHTTP2_NO_ERROR.rawValue)) }
         case .raw(let bytes):
             // Bytes for the wire as they are (the raw-frame escape hatch): after what nghttp2 has queued.
             flush()
@@ -810,13 +816,6 @@ final class HTTP2Connection {
     }
 
     private func abortConnection(_ abort: ConnectionAbort, stream: HTTP2Stream, _ exchange: Exchange) {
-        if !exchange.isFault {
-            // A planned end of the connection after this response (the connection policy's `maxRequests`): a
-            // graceful GOAWAY naming every stream opened so far, then close once they are done.
-            submitOrResume(stream)
-            if exchange.policyClose != nil { sendGoaway(highestStream, code: UInt32(NGHTTP2_NO_ERROR.rawValue)) }
-            return
-        }
         if abort != .reset && inLibrary {
             // Inside nghttp2 (a request dispatched in mem_recv): what the stream rendered can only go out once it
             // returns, so the FIN waits until then, or the client would get the FIN before the frames.

@@ -243,7 +243,7 @@ package final class Engine {
         if let index = decision.scenarioIndex, let policy = scenarios[index].connections, decision.script.keepAlive {
             if let limit = policy.maxRequests, connectionRequestIndex + 1 >= limit {
                 // Deliberately unannounced: no `Connection: close` on this response, just a FIN after it.
-                decision.script.steps.append(.abortConnection(.close))
+                decision.script.steps.append(.endConnection(.maxRequests))
                 decision.script.keepAlive = false
                 decision.script.policyClose = .maxRequests
             } else {

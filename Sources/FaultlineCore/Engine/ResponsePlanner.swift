@@ -139,7 +139,7 @@ enum ResponsePlanner {
             if !isHead && !response.body.isEmpty { steps.append(.body(response.body)) }
             steps.append(.end)
         }
-        if !keepAlive { steps.append(.abortConnection(.close)) }
+        if !keepAlive { steps.append(.endConnection(.connectionClose)) }
         var script = ResponseScript(steps: steps, status: response.status, keepAlive: keepAlive)
         script.response = nominal
         return script

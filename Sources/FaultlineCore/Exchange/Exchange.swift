@@ -18,7 +18,7 @@ package final class Exchange {
     @exclusivity(unchecked) package private(set) var keepAlive = true
     @exclusivity(unchecked) package private(set) var idleCloseMilliseconds: Int?
     @exclusivity(unchecked) package private(set) var policyClose: PolicyClose?
-    /// The script is a fault's: a close it ends with is the fault's doing, not a completed response.
+    /// The script is a fault's: the journal's outcome of a close is `closed-by-fault`, not `completed`.
     @exclusivity(unchecked) package private(set) var isFault = false
     @exclusivity(unchecked) package var bytesWritten = 0
     /// Run once the response has been handed to the kernel (e.g. stop the server after `POST /shutdown`).
@@ -232,7 +232,7 @@ package struct HTTP1Renderer: Sendable {
             chunked = false
         case .raw(let bytes):
             out.append(bytes: bytes)
-        case .wait, .abortExchange, .abortConnection, .hang, .http2, .upgrade:
+        case .wait, .abortExchange, .abortConnection, .endConnection, .hang, .http2, .upgrade:
             break
         }
     }

@@ -494,6 +494,13 @@ package final class HTTP1Connection {
                     guard flush() else { return }
                     self.abort(abort)
                     return
+                case .endConnection:
+                    // A planned end after a complete response: FIN once it has drained, then a lingering close (the
+                    // close queue when the client asked for the close; late requests journaled when the connection
+                    // policy ended it: `closeGracefully`).
+                    guard flush() else { return }
+                    abort(.close)
+                    return
                 case .hang:
                     guard flush() else { return }
                     transition(to: .hanging)
@@ -665,6 +672,9 @@ package final class HTTP1Connection {
     /// A close, reset or shutdown, with the output already drained.
     private func perform(_ abort: ConnectionAbort) {
         guard let exchange = exchanges.first else { return }
+        // For the journal only: FIN carries out a fault's close, a planned end (`endConnection`) and an exchange
+        // abandoned without a fault (a proxied body whose upstream failed) alike; the outcome says whether the
+        // script was a fault's.
         let byFault = exchange.isFault
         switch abort {
         case .reset:
@@ -697,6 +707,7 @@ package final class HTTP1Connection {
             if awaitingDrain.isEmpty { teardown(.cancelled) } else { settle() }
             return
         }
+        // For the journal: requests arriving after the connection policy's end are journaled `connection-closing`.
         let byPolicy = last?.policyClose != nil
         // The client said this was its last request: a plain close sends FIN after our bytes, and there is
         // nothing a lingering close would protect. The close (FIN, socket teardown: as costly as the send) waits

@@ -18,6 +18,19 @@ package enum ConnectionAbort: Sendable, Equatable {
     case closeWithoutNotify
 }
 
+/// Why a complete response is the connection's last (`ScriptStep.endConnection`): a planned end, not a fault.
+package enum EndOfConnection: Sendable, Equatable {
+    /// The response says `Connection: close`: the client asked for it (or spoke HTTP/1.0 without keep-alive), the
+    /// step said `"close": true`, or the server ends the connection after an error. HTTP/1.1: FIN after the
+    /// response, with a lingering close (a plain close from the close queue when the client asked). HTTP/2: nothing,
+    /// the connection goes on (RFC 9113 §8.2.2: no connection-specific fields).
+    case connectionClose
+    /// The connection policy's `maxRequests`: this was the connection's last request, and nothing announces it.
+    /// HTTP/1.1: FIN after the response, then a lingering close that journals the requests arriving meanwhile as
+    /// `connection-closing`. HTTP/2: a graceful GOAWAY naming every stream opened so far.
+    case maxRequests
+}
+
 /// The status line and header section of a response, protocol-neutral. An immutable class: the engine builds
 /// the heads of plain steps once, at load, and every request they answer shares them.
 ///
@@ -117,8 +130,11 @@ package enum ScriptStep: Sendable, Equatable {
     /// Abandon this exchange mid-response. HTTP/1.1 has no other way than closing the connection (FIN after
     /// what was written); HTTP/2 resets the stream.
     case abortExchange
-    /// End the whole connection now, after what was written.
+    /// End the whole connection now, after what was written: a fault's break (RST, FIN, half-close).
     case abortConnection(ConnectionAbort)
+    /// The connection ends after this response on purpose, with no fault: the response is complete, and `why`
+    /// says who planned the end, which decides how each protocol carries it out.
+    case endConnection(EndOfConnection)
     /// Send nothing more; released only when the client closes or the server stops.
     case hang
     /// A frame-level action only HTTP/2 has: RST_STREAM with a code, GOAWAY.
@@ -299,7 +315,7 @@ package struct ResponseScript: Sendable, Equatable {
         var steps: [ScriptStep] = [.head(head)]
         if request.method != "HEAD" && !response.body.isEmpty { steps.append(.body(response.body)) }
         steps.append(.end)
-        if !keepAlive { steps.append(.abortConnection(.close)) }
+        if !keepAlive { steps.append(.endConnection(.connectionClose)) }
         return ResponseScript(steps: steps, status: response.status, keepAlive: keepAlive)
     }
 }

@@ -218,9 +218,9 @@ package final class ProxyPlan {
             date: step.date)))
         var script = ResponseScript(
             steps: steps, status: response.status, fault: step.fault?.name.rawValue, keepAlive: keepAlive)
-        if keep == nil && !keepAlive { closing.append(.abortConnection(.close)) }
+        if keep == nil && !keepAlive { closing.append(.endConnection(.connectionClose)) }
         applyConnectionPolicy(&script, record: &record)
-        if case .abortConnection? = script.steps.last, script.steps.count > steps.count {
+        if case .endConnection? = script.steps.last, script.steps.count > steps.count {
             closing.append(script.steps.removeLast())
         }
         return (script, closing, keep)
@@ -239,7 +239,7 @@ package final class ProxyPlan {
         steps.append(.head(ProxyHeaders.clientHead(response, bodyLength: response.body.count, close: !keepAlive)))
         if !response.body.isEmpty { steps.append(.body(response.body)) }
         steps.append(.end)
-        if !keepAlive { steps.append(.abortConnection(.close)) }
+        if !keepAlive { steps.append(.endConnection(.connectionClose)) }
         var script = ResponseScript(steps: steps, status: response.status, keepAlive: keepAlive)
         applyConnectionPolicy(&script, record: &record)
         return script
@@ -281,7 +281,7 @@ package final class ProxyPlan {
     private func applyConnectionPolicy(_ script: inout ResponseScript, record: inout ProxyRecord) {
         guard script.keepAlive else { return }
         if policyClose == .maxRequests {
-            script.steps.append(.abortConnection(.close))
+            script.steps.append(.endConnection(.maxRequests))
             script.keepAlive = false
             script.policyClose = .maxRequests
         } else {
