@@ -408,14 +408,15 @@ package final class Engine {
                 ])))
             }
             let decision: Decision
-            if step.proxy, case .fault(let spec) = chaos.outcomes[pick], spec.name.usesResponse {
+            if case .proxy = step.kind, case .fault(let spec) = chaos.outcomes[pick], spec.name.usesResponse {
                 // The upstream's answer, broken by chaos's fault.
                 decision = routeDecision(loaded, step: nil, script: ResponseScript(steps: [], status: nil, keepAlive: true))
                 decision.proxy = ProxyPlan(
                     config: proxyConfig(loaded), step: step, request: input.request, seed: state.random.next(),
                     extraHeaders: extraHeaders)
-            } else if step.resource != nil, case .fault = chaos.outcomes[pick], let (script, record) = resourceStep(
-                step.resource!, step, scenarioIndex: loaded.scenarioIndex, input, parameters, now: now,
+            } else if case .resource(let reference) = step.kind, case .fault = chaos.outcomes[pick],
+                let (script, record) = resourceStep(
+                reference, step, scenarioIndex: loaded.scenarioIndex, input, parameters, now: now,
                 random: &state.random, extraHeaders: extraHeaders) {
                 // The resource's answer, broken by chaos's fault.
                 decision = routeDecision(loaded, step: nil, script: script)
@@ -447,7 +448,7 @@ package final class Engine {
         }
         let stepIndex = loaded.stepEnds.firstIndex(where: { position < $0 }) ?? loaded.stepEnds.count - 1
         let prepared = loaded.prepared[stepIndex]
-        if prepared.step.proxy {
+        if case .proxy = prepared.step.kind {
             // Forwarded; the step's delay, drip, headers and fault wait for the upstream's answer. An idempotency
             // key stays in flight until the upstream answers (`settleIdempotency`): the layer sits in front of the
             // upstream, so a replay with the key is answered here and never reaches it twice.
@@ -472,10 +473,10 @@ package final class Engine {
         }
         let plan: ResponseScript
         var resourceRecord: ResourceRecord?
-        if let spec = prepared.step.websocket {
+        if case .websocket(let spec) = prepared.step.kind {
             var context = templateContext(input, parameters, requestID: requestID, now: now)
             plan = webSocketScript(spec, step: prepared.step, input.request, context: &context, random: &state.random)
-        } else if let reference = prepared.step.resource, let (script, record) = resourceStep(
+        } else if case .resource(let reference) = prepared.step.kind, let (script, record) = resourceStep(
             reference, prepared.step, scenarioIndex: loaded.scenarioIndex, input, parameters, now: now,
             random: &state.random, extraHeaders: extraHeaders) {
             plan = script

@@ -192,7 +192,7 @@ extension ScenarioLoader.Reader {
     /// resource's (they name the instance); a fault that rewrites body bytes is not asked of a large body.
     mutating func checkResourceSteps(_ responses: [ResponseStep], pathParameters: [String], at path: String) {
         for (index, step) in responses.enumerated() {
-            guard let reference = step.resource else { continue }
+            guard case .resource(let reference) = step.kind else { continue }
             let stepPath = "\(path)[\(index)]"
             guard let spec = resources.first(where: { $0.id == reference.id }) else {
                 report("\(stepPath).resource", "no resource \(ScenarioLoader.quoted(reference.id)) in this scenario's \"resources\""
