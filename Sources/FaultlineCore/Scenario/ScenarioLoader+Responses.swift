@@ -156,16 +156,7 @@ extension ScenarioLoader.Reader {
               let name = named(typeName, at: fields.path("type"))
         else { return nil }
         var spec = FaultSpec(name)
-        let allowed: [String]
-        switch name {
-        case .halfClose: allowed = ["after", "bytes"]
-        case .truncateBody, .overlongBody, .garbage, .noCloseNotify: allowed = ["bytes"]
-        case .malformedChunk: allowed = ["variant"]
-        case .rstStream: allowed = ["code", "after", "bytes"]
-        case .goaway: allowed = ["code", "lastStreamId", "graceful"]
-        case .rawFrames: allowed = ["base64", "preset"]
-        default: allowed = []
-        }
+        let allowed = name.parameters
         for key in parameters where fields[key] != nil && !allowed.contains(key) {
             report(fields.path(key), "\(typeName) takes no \(ScenarioLoader.quoted(key))"
                 + (allowed.isEmpty ? "" : "; it takes \(ScenarioLoader.quotedList(allowed))"))
