@@ -105,6 +105,15 @@ public struct ConnectionPolicy: Sendable, Equatable {
     }
 }
 
+/// Why the server closed a connection on its own, after a complete response: the connection policy. Marked
+/// on the response that was the connection's last, so a test can prove the stale keep-alive race.
+public enum PolicyClose: String, Sendable, Equatable {
+    /// `connections.maxRequests`: the connection served its last request.
+    case maxRequests = "max-requests"
+    /// `connections.idleCloseMs`: the kept-alive connection sat idle too long.
+    case idleClose = "idle-close"
+}
+
 /// A route: which requests it takes and the script of responses it plays to them.
 public struct Route: Sendable, Equatable {
     public var id: String
