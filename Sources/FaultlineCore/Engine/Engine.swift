@@ -399,9 +399,17 @@ package final class Engine {
                 extraHeaders: extraHeaders, keepResponse: idempotencyKey != nil, random: &state.random)
             (plan, resourceRecord) = (answered.script, answered.record)
         case .plain:
-            plan = scriptedPlan(
-                prepared, input, parameters, requestID: requestID, now: now, extraHeaders: extraHeaders,
-                keepResponse: idempotencyKey != nil, random: &state.random)
+            // The fast path is asked here, not through a helper: returning its script through one more function
+            // copied it once more per request (`make hotpath`).
+            if let cached = ResponsePlanner.cachedPlan(
+                prepared, for: input.request, random: &state.random, extraHeaders: extraHeaders,
+                keepResponse: idempotencyKey != nil) {
+                plan = cached
+            } else {
+                plan = renderedPlan(
+                    prepared, input, parameters, requestID: requestID, now: now, extraHeaders: extraHeaders,
+                    keepResponse: idempotencyKey != nil, random: &state.random)
+            }
         }
         return finishPlay(
             plan, resourceRecord, prepared, stepIndex: stepIndex, loaded, partition: partitionValue, input,
@@ -593,6 +601,17 @@ package final class Engine {
             prepared, for: input.request, random: &random, extraHeaders: extraHeaders, keepResponse: keepResponse) {
             return cached
         }
+        return renderedPlan(
+            prepared, input, parameters, requestID: requestID, now: now, extraHeaders: extraHeaders,
+            keepResponse: keepResponse, random: &random)
+    }
+
+    /// A plain step rendered now: its templates, fault, drip and extra headers (`ResponsePlanner.renderedPlan`).
+    private func renderedPlan(
+        _ prepared: PreparedStep, _ input: MatchInput, _ parameters: [String: String], requestID: Int,
+        now: EngineInstant, extraHeaders: [(name: String, value: String)], keepResponse: Bool,
+        random: inout SeededRandom
+    ) -> ResponseScript {
         var context = templateContext(input, parameters, requestID: requestID, now: now)
         return ResponsePlanner.renderedPlan(
             prepared, for: input.request, context: &context, random: &random, extraHeaders: extraHeaders,
