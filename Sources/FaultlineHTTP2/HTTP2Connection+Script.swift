@@ -98,6 +98,9 @@ extension HTTP2Connection {
         case .abortConnection(let abort):
             stream.enter(.done)
             abortConnection(abort, stream: stream, exchange)
+        case .endConnection(let end):
+            stream.enter(.done)
+            endConnection(end, stream: stream)
         case .raw(let bytes):
             // Bytes for the wire as they are (the raw-frame escape hatch): after what nghttp2 has queued.
             flush()
@@ -189,14 +192,16 @@ extension HTTP2Connection {
         }
     }
 
+    /// A planned end of the connection after this response. `maxRequests` (the connection policy): a graceful
+    /// GOAWAY naming every stream opened so far, then close once they are done. `Connection: close` means nothing
+    /// over HTTP/2 (RFC 9113 §8.2.2).
+    func endConnection(_ end: EndOfConnection, stream: HTTP2Stream) {
+        submitOrResume(stream)
+        if end == .maxRequests { sendGoaway(highestStream, code: UInt32(NGHTTP2_NO_ERROR.rawValue)) }
+    }
+
+    /// A connection fault: RST, FIN after what was rendered, or a half-close.
     func abortConnection(_ abort: ConnectionAbort, stream: HTTP2Stream, _ exchange: Exchange) {
-        if !exchange.isFault {
-            // A planned end of the connection after this response (the connection policy's `maxRequests`): a
-            // graceful GOAWAY naming every stream opened so far, then close once they are done.
-            submitOrResume(stream)
-            if exchange.policyClose != nil { sendGoaway(highestStream, code: UInt32(NGHTTP2_NO_ERROR.rawValue)) }
-            return
-        }
         if abort != .reset && inLibrary {
             // Inside nghttp2 (a request dispatched in mem_recv): what the stream rendered can only go out once it
             // returns, so the FIN waits until then, or the client would get the FIN before the frames.

@@ -198,7 +198,7 @@ import Testing
         let plain = engine.decide(Self.request("GET", "/a"), requestID: 1).script
         #expect(plain.keepAlive && !Self.written(plain).contains("Connection:"))
         let old = engine.decide(Self.request("GET", "/a", version: .http1_0), requestID: 2).script
-        #expect(!old.keepAlive && Self.written(old).contains("Connection: close\r\n") && old.steps.last == .abortConnection(.close))
+        #expect(!old.keepAlive && Self.written(old).contains("Connection: close\r\n") && old.steps.last == .endConnection(.connectionClose))
         let oldKeep = engine.decide(Self.request("GET", "/a", headers: [("Connection", "keep-alive")], version: .http1_0), requestID: 3).script
         #expect(oldKeep.keepAlive && Self.written(oldKeep).contains("Connection: keep-alive\r\n"))
         let closing = engine.decide(Self.request("GET", "/c"), requestID: 4).script

@@ -121,7 +121,7 @@ import Testing
         let first = engine.decide(EngineTests.request("GET", "/"), requestID: 1, connectionRequestIndex: 0).script
         #expect(first.keepAlive && first.idleCloseMilliseconds == 150 && first.steps.count == 3)
         let second = engine.decide(EngineTests.request("GET", "/"), requestID: 2, connectionRequestIndex: 1).script
-        #expect(!second.keepAlive && second.steps.last == .abortConnection(.close) && second.policyClose == .maxRequests)
+        #expect(!second.keepAlive && second.steps.last == .endConnection(.maxRequests) && second.policyClose == .maxRequests)
         #expect(!EngineTests.written(second).contains("Connection:"))
     }
 }

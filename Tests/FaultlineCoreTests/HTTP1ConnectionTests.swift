@@ -65,7 +65,7 @@ final class FakeHTTP1IO: HTTP1ConnectionIO {
         let head = ResponseHead(status: error.status, headers: HTTPHeaders(), bodyLength: 0, close: true)
         let exchange = Exchange(
             sequence: context.indexOnConnection + 1,
-            script: ResponseScript(steps: [.head(head), .end, .abortConnection(.close)], status: error.status,
+            script: ResponseScript(steps: [.head(head), .end, .endConnection(.connectionClose)], status: error.status,
                                    keepAlive: false),
             clientWantsClose: false)
         exchangeNames[ObjectIdentifier(exchange)] = "rejected"
@@ -237,7 +237,7 @@ final class FakeHTTP1IO: HTTP1ConnectionIO {
         var last = ResponseScript.simple(
             for: HTTPRequest(head: HTTPRequestHead(method: "GET", target: "/m", version: .http1_1, headers: HTTPHeaders())),
             response: HTTPResponse(status: 200))
-        last.steps.append(.abortConnection(.close))
+        last.steps.append(.endConnection(.maxRequests))
         last.keepAlive = false
         last.policyClose = .maxRequests
         let (machine, io) = Self.make { $0.scripts["/m"] = last }

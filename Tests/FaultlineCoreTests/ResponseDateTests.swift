@@ -51,7 +51,7 @@ import Testing
             let head = ResponseHead(
                 status: error.status, headers: response.headers, bodyLength: response.body.count, close: true)
             return Exchange(sequence: nil, script: ResponseScript(
-                steps: [.head(head), .body(response.body), .end, .abortConnection(.close)], status: error.status,
+                steps: [.head(head), .body(response.body), .end, .endConnection(.connectionClose)], status: error.status,
                 keepAlive: false))
         }
         func upgrade(_ exchange: Exchange, _ plan: WebSocketSessionPlan, early: [UInt8]) {}

@@ -187,7 +187,7 @@ import Testing
             return
         }
         #expect(unsized.chunked && String(decoding: unsized.http1, as: UTF8.self).contains("Connection: close\r\n"))
-        #expect(!closingScript.keepAlive && ending == [.end, .abortConnection(.close)])
+        #expect(!closingScript.keepAlive && ending == [.end, .endConnection(.connectionClose)])
 
         // truncate-body needs only a prefix: it streams when Content-Length gives the length to cut from.
         let faulted = try #require(engine.decide(ProxyPlanTests.request("/f"), requestID: 3).proxy)

@@ -183,7 +183,7 @@ struct HTTP2URLSessionTests {
         try ScenarioLoader.load(paths: [TestSupport.scenariosFolder]).flatMap { scenario in
             scenario.routes.compactMap { route -> String? in
                 // WebSocket routes are HTTP/1.1's: over h2 they answer HTTP_1_1_REQUIRED, and libcurl retries.
-                guard route.chaos == nil, route.responses.allSatisfy({ $0.fault == nil && $0.websocket == nil }), scenario.auth == nil,
+                guard route.chaos == nil, route.responses.allSatisfy({ $0.fault == nil && !$0.isWebSocket }), scenario.auth == nil,
                       route.idempotency == nil else { return nil }
                 let curl = BundledScenarioTests.sampleRequest(for: route, base: "")
                 // A plain GET: `-o /dev/null -X GET URL`, no header or body arguments.

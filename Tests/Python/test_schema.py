@@ -147,7 +147,7 @@ def swift_enum_raw_values(file, name):
 
 
 @pytest.mark.parametrize("file, enum, schema_path", [
-    ("Exchange/FaultName.swift", "FaultName", ["$defs", "faultName", "enum"]),
+    ("Scenario/FaultName.swift", "FaultName", ["$defs", "faultName", "enum"]),
     ("Scenario/Scenario.swift", "AfterLast", ["$defs", "route", "properties", "afterLast", "enum"]),
     ("Scenario/Scenario.swift", "HalfCloseAfter", ["$defs", "faultObject", "properties", "after", "enum"]),
     ("Scenario/Scenario.swift", "ChunkBreak", ["$defs", "faultObject", "properties", "variant", "enum"]),

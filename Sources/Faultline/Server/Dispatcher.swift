@@ -104,7 +104,7 @@ final class Dispatcher {
         let head = ResponseHead(
             status: error.status, headers: response.headers, bodyLength: response.body.count, close: true)
         let script = ResponseScript(
-            steps: [.head(head), .body(response.body), .end, .abortConnection(.close)], status: error.status,
+            steps: [.head(head), .body(response.body), .end, .endConnection(.connectionClose)], status: error.status,
             keepAlive: false)
         // The client did not ask for the close: the lingering close protects the answer from an RST.
         return Exchange(sequence: core.record(consume entry), script: script, clientWantsClose: false)

@@ -47,7 +47,7 @@ extension Engine {
                 status: answer.status, headers: headers, bodyLength: answer.bodyLength, close: !keepAlive, date: date)))
             steps += answer.body.steps
             steps.append(.end)
-            if !keepAlive { steps.append(.abortConnection(.close)) }
+            if !keepAlive { steps.append(.endConnection(.connectionClose)) }
             return (ResponseScript(steps: steps, status: answer.status, keepAlive: keepAlive), record)
         }
         var response = HTTPResponse(status: answer.status, headers: headers)

@@ -243,7 +243,7 @@ package final class Engine {
         if let index = decision.scenarioIndex, let policy = scenarios[index].connections, decision.script.keepAlive {
             if let limit = policy.maxRequests, connectionRequestIndex + 1 >= limit {
                 // Deliberately unannounced: no `Connection: close` on this response, just a FIN after it.
-                decision.script.steps.append(.abortConnection(.close))
+                decision.script.steps.append(.endConnection(.maxRequests))
                 decision.script.keepAlive = false
                 decision.script.policyClose = .maxRequests
             } else {
@@ -349,21 +349,19 @@ package final class Engine {
         return decision
     }
 
+    /// Plays `routes[index]`'s script for a request it matched. The preamble — a Retry-After followed, the
+    /// idempotency gate, the cursor and random stream of the request's partition — comes first; then chaos, an
+    /// exhausted script, or the step by its kind; then the epilogue (`finishPlay`). The order of the random draws
+    /// and of the idempotency store's changes is part of what a seed reproduces: keep it.
     private func play(
         _ index: Int, _ input: MatchInput, _ parameters: [String: String], requestID: Int, now: EngineInstant,
         extraHeaders: [(name: String, value: String)], notes: inout [JournalNote]
     ) -> Decision {
         let loaded = routes[index]
-        let sequenceBy = loaded.route.sequenceBy
-        let partitionValue = sequenceBy == nil ? "" : partition(sequenceBy, input, parameters)
-        // Scripted Retry-After (a 503 step, say) is judged per route and script partition.
-        let retryKey = { RetryAfterKey.route(id: loaded.id, partition: partitionValue) }
-        // A route's Retry-After is followed only by the same logical request (`Retries`).
-        let logical = { Retries.label(input.request.head, loaded.scenario.expect?.logicalKey ?? .methodPathAndIdempotencyKey) }
-        if policy.retryAfter.hasPending, let seen = policy.retryAfter.arrived(
-            key: retryKey(), logical: logical(), sequence: requestID, nowNanos: currentAttempt.arrivedAtNanos,
-            attempt: currentAttempt) {
-            notes.append(.remark(Self.describe(seen)))
+        let sequenced = loaded.route.sequenceBy != nil
+        let partitionValue = sequenced ? partition(loaded.route.sequenceBy, input, parameters) : ""
+        if policy.retryAfter.hasPending {
+            noteRetryAfterFollowed(loaded, partition: partitionValue, input, requestID: requestID, notes: &notes)
         }
         var idempotencyKey: String?
         if let config = loaded.idempotency, let answer = idempotencyGate(
@@ -371,171 +369,331 @@ package final class Engine {
             return routeDecision(loaded, step: nil, script: answer)
         }
         let key = CursorKey(route: index, partition: partitionValue)
-        var state: Partition
-        if sequenceBy == nil {
-            state = Partition(served: loaded.served, random: loaded.random)
-        } else if let known = cursors[key] {
-            state = known
-        } else {
-            state = Partition(random: SeededRandom(seed: Self.streamSeed(
-                scenarioSeed: loaded.scenario.seed, routeID: loaded.id, partition: partitionValue)))
-        }
+        var state = partitionState(loaded, sequenced: sequenced, key)
         // Whatever path returns, the cursor and the stream go back to where they live.
-        defer {
-            if sequenceBy == nil {
-                loaded.served = state.served
-                loaded.random = state.random
-            } else {
-                cursors[key] = state
-            }
-        }
+        defer { storePartition(state, loaded, sequenced: sequenced, key) }
         let served = state.served
-        let total = loaded.stepEnds.last ?? 0
-        if let chaos = loaded.route.chaos, !chaos.outcomes.isEmpty,
-           state.random.nextUnit() < chaos.rate {
-            // Chaos takes this request; the script does not move, and nothing was committed: the key is free again.
-            if let idempotencyKey { policy.idempotency[loaded.id]?.abandon(scope: loaded.id, key: idempotencyKey) }
-            let pick = Int(state.random.next() % UInt64(chaos.outcomes.count))
-            let stepIndex = loaded.stepEnds.firstIndex(where: { min(served, total - 1) < $0 }) ?? 0
-            var step = loaded.route.responses[stepIndex]
-            switch chaos.outcomes[pick] {
-            case .fault(let spec):
-                step.fault = spec
-            case .status(let code):
-                step = ResponseStep(status: code, body: .json(.object([
-                    ("error", .string("chaos")), ("status", .int(code)),
-                    ("message", .string("route \(loaded.id) failed this request on purpose")),
-                ])))
-            }
-            let decision: Decision
-            if step.proxy, case .fault(let spec) = chaos.outcomes[pick], spec.name.usesResponse {
-                // The upstream's answer, broken by chaos's fault.
-                decision = routeDecision(loaded, step: nil, script: ResponseScript(steps: [], status: nil, keepAlive: true))
-                decision.proxy = ProxyPlan(
-                    config: proxyConfig(loaded), step: step, request: input.request, seed: state.random.next(),
-                    extraHeaders: extraHeaders)
-            } else if step.resource != nil, case .fault = chaos.outcomes[pick], let (script, record) = resourceStep(
-                step.resource!, step, scenarioIndex: loaded.scenarioIndex, input, parameters, now: now,
-                random: &state.random, extraHeaders: extraHeaders) {
-                // The resource's answer, broken by chaos's fault.
-                decision = routeDecision(loaded, step: nil, script: script)
-                decision.resource = record
-            } else {
-                var context = templateContext(input, parameters, requestID: requestID, now: now)
-                let plan = ResponsePlanner.plan(
-                    PreparedStep(step), for: input.request, context: &context, random: &state.random)
-                decision = routeDecision(loaded, step: nil, script: plan)
-            }
-            decision.chaos = true
-            if case .status = chaos.outcomes[pick] { decision.script.fault = chaos.outcomes[pick].description }
-            return decision
+        if let chaos = loaded.route.chaos, !chaos.outcomes.isEmpty, state.random.nextUnit() < chaos.rate {
+            return playChaos(
+                chaos, loaded, served: served, input, parameters, requestID: requestID, now: now,
+                extraHeaders: extraHeaders, idempotencyKey: idempotencyKey, random: &state.random)
         }
         state.served = served + 1
+        guard let stepIndex = Self.stepIndex(loaded, served: served) else {
+            return scriptExhausted(loaded, input, idempotencyKey: idempotencyKey)
+        }
+        let prepared = loaded.prepared[stepIndex]
+        let plan: ResponseScript
+        var resourceRecord: ResourceRecord?
+        switch prepared.step.kind {
+        case .proxy:
+            return forward(
+                prepared, stepIndex: stepIndex, loaded, input, parameters, requestID: requestID, now: now,
+                extraHeaders: extraHeaders, idempotencyKey: idempotencyKey, random: &state.random)
+        case .websocket(let spec):
+            var context = templateContext(input, parameters, requestID: requestID, now: now)
+            plan = webSocketScript(spec, step: prepared.step, input.request, context: &context, random: &state.random)
+        case .resource(let reference):
+            let answered = resourcePlan(
+                reference, prepared, loaded, input, parameters, requestID: requestID, now: now,
+                extraHeaders: extraHeaders, keepResponse: idempotencyKey != nil, random: &state.random)
+            (plan, resourceRecord) = (answered.script, answered.record)
+        case .plain:
+            // The fast path is asked here, not through a helper: returning its script through one more function
+            // copied it once more per request (`make hotpath`).
+            if let cached = ResponsePlanner.cachedPlan(
+                prepared, for: input.request, random: &state.random, extraHeaders: extraHeaders,
+                keepResponse: idempotencyKey != nil) {
+                plan = cached
+            } else {
+                plan = renderedPlan(
+                    prepared, input, parameters, requestID: requestID, now: now, extraHeaders: extraHeaders,
+                    keepResponse: idempotencyKey != nil, random: &state.random)
+            }
+        }
+        return finishPlay(
+            plan, resourceRecord, prepared, stepIndex: stepIndex, loaded, partition: partitionValue, input,
+            requestID: requestID, now: now, idempotencyKey: idempotencyKey, notes: &notes)
+    }
+
+    // MARK: - Playing a route: the preamble
+
+    /// A scripted Retry-After (a 503 step, say) is judged per route and script partition.
+    private static func retryKey(_ loaded: LoadedRoute, partition: String) -> RetryAfterKey {
+        .route(id: loaded.id, partition: partition)
+    }
+
+    /// A route's Retry-After is followed only by the same logical request (`Retries`).
+    private static func logicalRequest(_ loaded: LoadedRoute, _ input: MatchInput) -> String {
+        Retries.label(input.request.head, loaded.scenario.expect?.logicalKey ?? .methodPathAndIdempotencyKey)
+    }
+
+    /// A Retry-After the route advertised is pending: whether this request followed it, noted for the journal.
+    private func noteRetryAfterFollowed(
+        _ loaded: LoadedRoute, partition: String, _ input: MatchInput, requestID: Int, notes: inout [JournalNote]
+    ) {
+        if let seen = policy.retryAfter.arrived(
+            key: Self.retryKey(loaded, partition: partition), logical: Self.logicalRequest(loaded, input),
+            sequence: requestID, nowNanos: currentAttempt.arrivedAtNanos, attempt: currentAttempt) {
+            notes.append(.remark(Self.describe(seen)))
+        }
+    }
+
+    /// The cursor and random stream of the request's partition: the route's own without `sequenceBy`, else the
+    /// partition's, started from its seed on its first request.
+    private func partitionState(_ loaded: LoadedRoute, sequenced: Bool, _ key: CursorKey) -> Partition {
+        if !sequenced { return Partition(served: loaded.served, random: loaded.random) }
+        if let known = cursors[key] { return known }
+        return Partition(random: SeededRandom(seed: Self.streamSeed(
+            scenarioSeed: loaded.scenario.seed, routeID: loaded.id, partition: key.partition)))
+    }
+
+    private func storePartition(_ state: Partition, _ loaded: LoadedRoute, sequenced: Bool, _ key: CursorKey) {
+        if sequenced {
+            cursors[key] = state
+        } else {
+            loaded.served = state.served
+            loaded.random = state.random
+        }
+    }
+
+    /// The step that answers the route's request number `served` (from 0), past the end as `afterLast` says; nil
+    /// when the script has run out and `afterLast` is `fail`.
+    private static func stepIndex(_ loaded: LoadedRoute, served: Int) -> Int? {
+        let total = loaded.stepEnds.last ?? 0
         var position = served
         if served >= total {
             switch loaded.route.afterLast {
             case .repeatLast: position = total - 1
             case .cycle: position = served % total
-            case .fail:
-                if let idempotencyKey {
-                    policy.idempotency[loaded.id]?.abandon(scope: loaded.id, key: idempotencyKey)
-                }
-                return routeDecision(
-                    loaded, step: nil,
-                    script: ResponsePlanner.scriptExhausted(input.request, routeID: loaded.id, played: total))
+            case .fail: return nil
             }
         }
-        let stepIndex = loaded.stepEnds.firstIndex(where: { position < $0 }) ?? loaded.stepEnds.count - 1
-        let prepared = loaded.prepared[stepIndex]
-        if prepared.step.proxy {
-            // Forwarded; the step's delay, drip, headers and fault wait for the upstream's answer. An idempotency
-            // key stays in flight until the upstream answers (`settleIdempotency`): the layer sits in front of the
-            // upstream, so a replay with the key is answered here and never reaches it twice.
-            if !prepared.step.effects.isEmpty { apply(prepared.step.effects, now: now) }
-            let decision = routeDecision(
-                loaded, step: stepIndex, script: ResponseScript(steps: [], status: nil, keepAlive: true))
-            var step = prepared.step
-            if prepared.templatedHeaders {
-                // The step's headers are rendered now, from the request, as a scripted step's are.
-                let context = templateContext(input, parameters, requestID: requestID, now: now)
-                var resourceID: Int?
-                step.headers = step.headers.map { (name: $0.name, value: Template.render($0.value, context, resourceID: &resourceID)) }
-            }
+        return loaded.stepEnds.firstIndex(where: { position < $0 }) ?? loaded.stepEnds.count - 1
+    }
+
+    // MARK: - Playing a route: chaos, an exhausted script
+
+    /// Chaos takes this request (its draw came out under the rate): the script does not move, and nothing was
+    /// committed, so the idempotency key is free again. The outcome is drawn next, then the step is played with
+    /// chaos's fault or replaced by its status.
+    private func playChaos(
+        _ chaos: ChaosSpec, _ loaded: LoadedRoute, served: Int, _ input: MatchInput, _ parameters: [String: String],
+        requestID: Int, now: EngineInstant, extraHeaders: [(name: String, value: String)], idempotencyKey: String?,
+        random: inout SeededRandom
+    ) -> Decision {
+        if let idempotencyKey { policy.idempotency[loaded.id]?.abandon(scope: loaded.id, key: idempotencyKey) }
+        let outcome = chaos.outcomes[Int(random.next() % UInt64(chaos.outcomes.count))]
+        let total = loaded.stepEnds.last ?? 0
+        let stepIndex = loaded.stepEnds.firstIndex(where: { min(served, total - 1) < $0 }) ?? 0
+        var step = loaded.route.responses[stepIndex]
+        switch outcome {
+        case .fault(let spec):
+            step.fault = spec
+        case .status(let code):
+            step = ResponseStep(status: code, body: .json(.object([
+                ("error", .string("chaos")), ("status", .int(code)),
+                ("message", .string("route \(loaded.id) failed this request on purpose")),
+            ])))
+        }
+        let decision = chaosDecision(
+            step, outcome, loaded, input, parameters, requestID: requestID, now: now, extraHeaders: extraHeaders,
+            random: &random)
+        decision.chaos = true
+        if case .status = outcome { decision.script.fault = outcome.description }
+        return decision
+    }
+
+    /// Chaos's step by its kind: a fault breaks the upstream's answer (when it uses one) or the resource's; anything
+    /// else — a status, a plain or WebSocket step, a fault that sends nothing of a response — is planned from the
+    /// step's own fields.
+    private func chaosDecision(
+        _ step: ResponseStep, _ outcome: ChaosOutcome, _ loaded: LoadedRoute, _ input: MatchInput,
+        _ parameters: [String: String], requestID: Int, now: EngineInstant,
+        extraHeaders: [(name: String, value: String)], random: inout SeededRandom
+    ) -> Decision {
+        switch step.kind {
+        case .proxy:
+            guard case .fault(let spec) = outcome, spec.name.usesResponse else { break }
+            let decision = routeDecision(loaded, step: nil, script: ResponseScript(steps: [], status: nil, keepAlive: true))
             decision.proxy = ProxyPlan(
-                config: proxyConfig(loaded), step: step, request: input.request, seed: state.random.next(),
+                config: proxyConfig(loaded), step: step, request: input.request, seed: random.next(),
                 extraHeaders: extraHeaders)
-            if let idempotencyKey, let config = loaded.idempotency {
-                decision.proxy?.idempotency = ProxyIdempotency(
-                    scope: loaded.id, key: idempotencyKey, config: config, generation: generation)
-            }
             return decision
+        case .resource(let reference):
+            // Only a fault keeps the step's kind: a status outcome replaced the step with a plain one.
+            guard let (script, record) = resourceStep(
+                reference, step, scenarioIndex: loaded.scenarioIndex, input, parameters, now: now, random: &random,
+                extraHeaders: extraHeaders) else { break }
+            let decision = routeDecision(loaded, step: nil, script: script)
+            decision.resource = record
+            return decision
+        case .plain, .websocket:
+            break
         }
-        let plan: ResponseScript
-        var resourceRecord: ResourceRecord?
-        if let spec = prepared.step.websocket {
-            var context = templateContext(input, parameters, requestID: requestID, now: now)
-            plan = webSocketScript(spec, step: prepared.step, input.request, context: &context, random: &state.random)
-        } else if let reference = prepared.step.resource, let (script, record) = resourceStep(
+        var context = templateContext(input, parameters, requestID: requestID, now: now)
+        let plan = ResponsePlanner.plan(PreparedStep(step), for: input.request, context: &context, random: &random)
+        return routeDecision(loaded, step: nil, script: plan)
+    }
+
+    /// The script ran out and `afterLast` is `fail`: 500, and the idempotency key is free again.
+    private func scriptExhausted(_ loaded: LoadedRoute, _ input: MatchInput, idempotencyKey: String?) -> Decision {
+        if let idempotencyKey { policy.idempotency[loaded.id]?.abandon(scope: loaded.id, key: idempotencyKey) }
+        let played = loaded.stepEnds.last ?? 0
+        return routeDecision(
+            loaded, step: nil, script: ResponsePlanner.scriptExhausted(input.request, routeID: loaded.id, played: played))
+    }
+
+    // MARK: - Playing a route: the step by its kind
+
+    /// A `proxy` step: forwarded; the step's delay, drip, headers and fault wait for the upstream's answer. Its
+    /// effects apply now. An idempotency key stays in flight until the upstream answers (`settleIdempotency`): the
+    /// layer sits in front of the upstream, so a replay with the key is answered here and never reaches it twice.
+    private func forward(
+        _ prepared: PreparedStep, stepIndex: Int, _ loaded: LoadedRoute, _ input: MatchInput,
+        _ parameters: [String: String], requestID: Int, now: EngineInstant,
+        extraHeaders: [(name: String, value: String)], idempotencyKey: String?, random: inout SeededRandom
+    ) -> Decision {
+        if !prepared.step.effects.isEmpty { apply(prepared.step.effects, now: now) }
+        let decision = routeDecision(
+            loaded, step: stepIndex, script: ResponseScript(steps: [], status: nil, keepAlive: true))
+        var step = prepared.step
+        if prepared.templatedHeaders {
+            // The step's headers are rendered now, from the request, as a scripted step's are.
+            let context = templateContext(input, parameters, requestID: requestID, now: now)
+            var resourceID: Int?
+            step.headers = step.headers.map { (name: $0.name, value: Template.render($0.value, context, resourceID: &resourceID)) }
+        }
+        decision.proxy = ProxyPlan(
+            config: proxyConfig(loaded), step: step, request: input.request, seed: random.next(),
+            extraHeaders: extraHeaders)
+        if let idempotencyKey, let config = loaded.idempotency {
+            decision.proxy?.idempotency = ProxyIdempotency(
+                scope: loaded.id, key: idempotencyKey, config: config, generation: generation)
+        }
+        return decision
+    }
+
+    /// A `resource` step: the resource's answer with the step's delay, headers and fault. A resource the scenario
+    /// does not have (a scenario built in Swift; the loader refuses it) leaves the step's own status and body.
+    private func resourcePlan(
+        _ reference: ResourceReference, _ prepared: PreparedStep, _ loaded: LoadedRoute, _ input: MatchInput,
+        _ parameters: [String: String], requestID: Int, now: EngineInstant,
+        extraHeaders: [(name: String, value: String)], keepResponse: Bool, random: inout SeededRandom
+    ) -> (script: ResponseScript, record: ResourceRecord?) {
+        if let (script, record) = resourceStep(
             reference, prepared.step, scenarioIndex: loaded.scenarioIndex, input, parameters, now: now,
-            random: &state.random, extraHeaders: extraHeaders) {
-            plan = script
-            resourceRecord = record
-        } else if let cached = ResponsePlanner.cachedPlan(
-            prepared, for: input.request, random: &state.random, extraHeaders: extraHeaders,
-            keepResponse: idempotencyKey != nil) {
-            plan = cached
-        } else {
-            var context = templateContext(input, parameters, requestID: requestID, now: now)
-            plan = ResponsePlanner.renderedPlan(
-                prepared, for: input.request, context: &context, random: &state.random,
-                extraHeaders: extraHeaders, keepResponse: idempotencyKey != nil)
+            random: &random, extraHeaders: extraHeaders) {
+            return (script, record)
         }
+        return (scriptedPlan(
+            prepared, input, parameters, requestID: requestID, now: now, extraHeaders: extraHeaders,
+            keepResponse: keepResponse, random: &random), nil)
+    }
+
+    /// A plain step: the script prepared at load when nothing needs rendering (`cachedPlan`), else rendered now.
+    private func scriptedPlan(
+        _ prepared: PreparedStep, _ input: MatchInput, _ parameters: [String: String], requestID: Int,
+        now: EngineInstant, extraHeaders: [(name: String, value: String)], keepResponse: Bool,
+        random: inout SeededRandom
+    ) -> ResponseScript {
+        if let cached = ResponsePlanner.cachedPlan(
+            prepared, for: input.request, random: &random, extraHeaders: extraHeaders, keepResponse: keepResponse) {
+            return cached
+        }
+        return renderedPlan(
+            prepared, input, parameters, requestID: requestID, now: now, extraHeaders: extraHeaders,
+            keepResponse: keepResponse, random: &random)
+    }
+
+    /// A plain step rendered now: its templates, fault, drip and extra headers (`ResponsePlanner.renderedPlan`).
+    private func renderedPlan(
+        _ prepared: PreparedStep, _ input: MatchInput, _ parameters: [String: String], requestID: Int,
+        now: EngineInstant, extraHeaders: [(name: String, value: String)], keepResponse: Bool,
+        random: inout SeededRandom
+    ) -> ResponseScript {
+        var context = templateContext(input, parameters, requestID: requestID, now: now)
+        return ResponsePlanner.renderedPlan(
+            prepared, for: input.request, context: &context, random: &random, extraHeaders: extraHeaders,
+            keepResponse: keepResponse)
+    }
+
+    // MARK: - Playing a route: the epilogue
+
+    /// A step played (not forwarded): its effects apply, then the decision is made, the Retry-After its head
+    /// carries is advertised, and the idempotency key is settled — in that order.
+    private func finishPlay(
+        _ plan: ResponseScript, _ resourceRecord: ResourceRecord?, _ prepared: PreparedStep, stepIndex: Int,
+        _ loaded: LoadedRoute, partition: String, _ input: MatchInput, requestID: Int, now: EngineInstant,
+        idempotencyKey: String?, notes: inout [JournalNote]
+    ) -> Decision {
         if !prepared.step.effects.isEmpty { apply(prepared.step.effects, now: now) }
         let decision = routeDecision(loaded, step: stepIndex, script: plan)
         decision.resource = resourceRecord
-        if let retryAfter = prepared.retryAfter,
-           let wait = RetryAfterTracker.waitMilliseconds(retryAfter: retryAfter, wallSeconds: now.wallSeconds) {
-            policy.retryAfter.advertised(
-                key: retryKey(), logical: logical(), sequence: requestID, status: prepared.step.status, retryAfter: retryAfter,
-                waitMilliseconds: wait, nowNanos: now.monotonicNanos, headDelayMilliseconds: Self.waitBeforeHead(plan),
-                connection: currentAttempt.connection, stream: currentAttempt.stream)
-            decision.completion = ExchangeCompletion(generation: generation, retryAfter: (retryKey(), requestID))
+        if let retryAfter = prepared.retryAfter {
+            advertiseRetryAfter(
+                retryAfter, decision, prepared, loaded, partition: partition, input, requestID: requestID, now: now)
         }
-        guard loaded.idempotency != nil else { return decision }
-        // Only a step that answers normally, or a commit-then-* fault, has done the work; any other fault
-        // broke the exchange before anything was committed, so the key is free for the retry.
+        if let config = loaded.idempotency {
+            settleIdempotency(decision, config, prepared, loaded, key: idempotencyKey, now: now, notes: &notes)
+        }
+        return decision
+    }
+
+    /// The step's head carries `Retry-After`: the tracker learns the wait it asks for, and the exchange's end
+    /// (`ExchangeCompletion.retryAfter`) tells it when the advertisement was delivered.
+    private func advertiseRetryAfter(
+        _ retryAfter: String, _ decision: Decision, _ prepared: PreparedStep, _ loaded: LoadedRoute, partition: String,
+        _ input: MatchInput, requestID: Int, now: EngineInstant
+    ) {
+        guard let wait = RetryAfterTracker.waitMilliseconds(retryAfter: retryAfter, wallSeconds: now.wallSeconds)
+        else { return }
+        let key = Self.retryKey(loaded, partition: partition)
+        policy.retryAfter.advertised(
+            key: key, logical: Self.logicalRequest(loaded, input), sequence: requestID, status: prepared.step.status,
+            retryAfter: retryAfter, waitMilliseconds: wait, nowNanos: now.monotonicNanos,
+            headDelayMilliseconds: Self.waitBeforeHead(decision.script), connection: currentAttempt.connection,
+            stream: currentAttempt.stream)
+        decision.completion = ExchangeCompletion(generation: generation, retryAfter: (key, requestID))
+    }
+
+    /// What an idempotent route's played step does to its key. Only a step that answers normally, or a
+    /// commit-then-* fault, has done the work; any other fault broke the exchange before anything was committed,
+    /// so the key is free for the retry. A status the route does not store frees it too; otherwise the answer is
+    /// stored — now for commit-then-* (the "unknown outcome": committed before the connection breaks), else when
+    /// the exchange completes.
+    private func settleIdempotency(
+        _ decision: Decision, _ config: IdempotencyConfig, _ prepared: PreparedStep, _ loaded: LoadedRoute,
+        key idempotencyKey: String?, now: EngineInstant, notes: inout [JournalNote]
+    ) {
         let fault = prepared.step.fault
         let commits = fault?.name.commits ?? false
         if let idempotencyKey, fault != nil, !commits {
             policy.idempotency[loaded.id]?.abandon(scope: loaded.id, key: idempotencyKey)
             decision.script.response = nil
-            return decision
+            return
         }
         if fault == nil && prepared.step.status < 400 || commits {
             policy.idempotency[loaded.id]?.recordSideEffect(scope: loaded.id, key: idempotencyKey)
             notes.append(.sideEffect(route: loaded.id))
         }
-        if let idempotencyKey, let response = plan.response, !loaded.idempotency!.stores(response.status) {
+        guard let idempotencyKey, let response = decision.script.response else { return }
+        decision.script.response = nil
+        guard config.stores(response.status) else {
             // A 429 or 5xx (by default) says the request was not processed: nothing is stored, the key is free.
             policy.idempotency[loaded.id]?.abandon(scope: loaded.id, key: idempotencyKey)
             notes.append(.remark("idempotency: key \(idempotencyKey) not stored (\(response.status)), free for a retry"))
-            decision.script.response = nil
-            return decision
+            return
         }
-        if let idempotencyKey, let response = plan.response {
-            let stored = StoredResponse(status: response.status, headers: response.headers.fields, body: response.body)
-            if commits {
-                // The "unknown outcome": committed and stored now, before the connection breaks.
-                policy.idempotency[loaded.id]?.complete(
-                    scope: loaded.id, key: idempotencyKey, response: stored, nowMilliseconds: now.monotonicMilliseconds)
-            } else {
-                var completion = decision.completion ?? ExchangeCompletion(generation: generation)
-                completion.idempotency = (loaded.id, idempotencyKey, stored)
-                decision.completion = completion
-            }
-            decision.script.response = nil
+        let stored = StoredResponse(status: response.status, headers: response.headers.fields, body: response.body)
+        if commits {
+            policy.idempotency[loaded.id]?.complete(
+                scope: loaded.id, key: idempotencyKey, response: stored, nowMilliseconds: now.monotonicMilliseconds)
+        } else {
+            var completion = decision.completion ?? ExchangeCompletion(generation: generation)
+            completion.idempotency = (loaded.id, idempotencyKey, stored)
+            decision.completion = completion
         }
-        return decision
     }
 
     /// The script's waits before its head (a step's delay): when a Retry-After in that head can first be read.

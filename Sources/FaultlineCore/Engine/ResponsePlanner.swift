@@ -139,7 +139,7 @@ enum ResponsePlanner {
             if !isHead && !response.body.isEmpty { steps.append(.body(response.body)) }
             steps.append(.end)
         }
-        if !keepAlive { steps.append(.abortConnection(.close)) }
+        if !keepAlive { steps.append(.endConnection(.connectionClose)) }
         var script = ResponseScript(steps: steps, status: response.status, keepAlive: keepAlive)
         script.response = nominal
         return script
@@ -227,11 +227,10 @@ enum ResponsePlanner {
         if pieces.isEmpty && fault.name.needsBody { pieces = BodyPieces([.bytes(placeholderBody)]) }
         let steps = faultSteps(fault, response, pieces, &random)
         guard headOnly, fault.name.keepsConnection else { return steps }
-        return steps.filter {
-            switch $0 {
-            case .body, .stream: return false
-            default: return true
-            }
+        return steps.filter { step in
+            if case .body = step { return false }
+            if case .stream = step { return false }
+            return true
         }
     }
 
@@ -278,8 +277,6 @@ enum ResponsePlanner {
                 return [.head(announced(close: false))] + pieces.prefix(sent).steps
                     + [.abortConnection(.shutdownWrite), .hang]
             }
-        case .closeAfterHeaders:
-            return [.head(announced(close: false)), .abortExchange]
         case .noCloseNotify:
             // The body is delimited by the close alone, so only TLS's close_notify could tell a client it is whole.
             let sent = min(fault.bytes ?? length, length)
@@ -287,12 +284,15 @@ enum ResponsePlanner {
                 status: response.status, headers: response.headers, bodyLength: 0, close: true, date: response.date,
                 framed: false)
             return [.head(head)] + pieces.prefix(sent).steps + [.abortConnection(.closeWithoutNotify)]
-        case .stallAfterHeaders:
-            return [.head(announced(close: false)), .hang]
-        case .truncateBody:
-            // Deliberately wrong: Content-Length promises the whole body, we send part of it and abandon it.
-            let sent = fault.cutPrefix(ofBodyLength: length)
-            return [.head(announced(close: true))] + pieces.prefix(sent).steps + [.abortExchange]
+        case .closeAfterHeaders, .stallAfterHeaders, .truncateBody, .rstStream:
+            // The head, a prefix of the body, then the break (`FaultName.bodyCut`: a streamed proxy body is cut by
+            // the same definition). truncate-body is deliberately wrong: Content-Length promises the whole body, we
+            // send part of it and abandon it. rst-stream before the head resets the stream alone.
+            guard let cut = fault.bodyCut else {
+                return [.http2(.resetStream(code: (fault.code ?? .internalError).rawValue))]
+            }
+            let sent = fault.sentBeforeCut(cut, ofBodyLength: length)
+            return [.head(announced(close: cut.headCloses))] + pieces.prefix(sent).steps + [cut.ending]
         case .overlongBody:
             // Deliberately wrong: more bytes than Content-Length declares. A client that reuses the
             // connection would read the excess as the start of the next response, so we close.
@@ -316,17 +316,6 @@ enum ResponsePlanner {
             case .missingTerminator:
                 // Deliberately wrong: a valid chunk, then the connection ends without the zero-size chunk.
                 return [.head(head), .raw(size + crlf + body + crlf), .abortExchange]
-            }
-        case .rstStream:
-            let code = (fault.code ?? .internalError).rawValue
-            switch fault.after {
-            case .nothing:
-                return [.http2(.resetStream(code: code))]
-            case .headers:
-                return [.head(announced(close: false)), .http2(.resetStream(code: code))]
-            case .body:
-                let sent = fault.cutPrefix(ofBodyLength: length)
-                return [.head(announced(close: false))] + pieces.prefix(sent).steps + [.http2(.resetStream(code: code))]
             }
         case .goaway:
             // The GOAWAY first; the stream is answered only when the GOAWAY's last stream id covers it.

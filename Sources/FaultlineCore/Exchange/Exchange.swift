@@ -1,3 +1,10 @@
+/// The protocols an exchange can be carried by, each with its codec: `HTTP1Connection`, and the server's
+/// `HTTP2Connection` (ARCHITECTURE §4, §4a). A fault declares the ones it can be rendered on (`FaultName.protocols`).
+public enum ExchangeProtocol: String, Sendable, CaseIterable {
+    case http1 = "http/1.1"
+    case http2 = "h2"
+}
+
 /// One request and its response, from the moment the request is complete until the response ends: a
 /// request on an HTTP/1.1 connection, a stream on an HTTP/2 one (ARCHITECTURE §4). The Dispatcher creates it;
 /// the codec pulls its script's steps one at a time and says how it ended.
@@ -18,7 +25,7 @@ package final class Exchange {
     @exclusivity(unchecked) package private(set) var keepAlive = true
     @exclusivity(unchecked) package private(set) var idleCloseMilliseconds: Int?
     @exclusivity(unchecked) package private(set) var policyClose: PolicyClose?
-    /// The script is a fault's: a close it ends with is the fault's doing, not a completed response.
+    /// The script is a fault's: the journal's outcome of a close is `closed-by-fault`, not `completed`.
     @exclusivity(unchecked) package private(set) var isFault = false
     @exclusivity(unchecked) package var bytesWritten = 0
     /// Run once the response has been handed to the kernel (e.g. stop the server after `POST /shutdown`).
@@ -135,134 +142,5 @@ package final class Exchange {
             producer()
         }
         return true
-    }
-}
-
-/// Where rendered bytes go: an array (tests, tools) or a connection's reusable `OutputBuffer`.
-package protocol ByteSink: ~Copyable {
-    mutating func append(bytes: [UInt8])
-    mutating func append(raw: UnsafeRawBufferPointer)
-}
-
-extension Array: ByteSink where Element == UInt8 {
-    package mutating func append(bytes: [UInt8]) { append(contentsOf: bytes) }
-    package mutating func append(raw: UnsafeRawBufferPointer) { append(contentsOf: raw) }
-}
-
-/// A growable byte buffer that is emptied by resetting a count: no reference counting and no per-use
-/// allocation, for the bytes a connection renders between two writes. Not copyable: one owner frees it.
-package struct OutputBuffer: ByteSink, ~Copyable {
-    private var base: UnsafeMutableRawPointer
-    private var capacity: Int
-    package private(set) var count = 0
-
-    package init(capacity: Int = 4096) {
-        self.capacity = max(capacity, 64)
-        base = UnsafeMutableRawPointer.allocate(byteCount: self.capacity, alignment: 16)
-    }
-
-    deinit { base.deallocate() }
-
-    package var isEmpty: Bool { count == 0 }
-
-    package mutating func append(bytes: [UInt8]) {
-        bytes.withUnsafeBytes { append(raw: $0) }
-    }
-
-    package mutating func append(raw source: UnsafeRawBufferPointer) {
-        let needed = count + source.count
-        if needed > capacity {
-            var grown = capacity * 2
-            while grown < needed { grown *= 2 }
-            let bigger = UnsafeMutableRawPointer.allocate(byteCount: grown, alignment: 16)
-            bigger.copyMemory(from: base, byteCount: count)
-            base.deallocate()
-            base = bigger
-            capacity = grown
-        }
-        if let from = source.baseAddress { (base + count).copyMemory(from: from, byteCount: source.count) }
-        count = needed
-    }
-
-    /// The bytes appended since the last `reset`.
-    package func withBytes<T>(_ body: (UnsafeRawBufferPointer) -> T) -> T {
-        body(UnsafeRawBufferPointer(start: base, count: count))
-    }
-
-    package mutating func reset() { count = 0 }
-}
-
-/// Renders script steps as HTTP/1.1 bytes: the writing half of the HTTP/1.1 codec. Keeps the one fact a
-/// response's framing needs across steps: whether its head declared chunked.
-package struct HTTP1Renderer: Sendable {
-    private var chunked = false
-
-    package init() {}
-
-    /// Whether the head rendered last declared chunked framing: body bytes written past the renderer (a
-    /// `stream` step's pieces) must be chunks too.
-    package var isChunked: Bool { chunked }
-
-    private static let crlf: [UInt8] = [13, 10]
-    private static let lastChunk = Array("0\r\n\r\n".utf8)
-
-    /// Appends the bytes `step` puts on the wire to `out`. Steps that are not bytes (waits, aborts, hang)
-    /// append nothing; the connection carries them out. `date` gives the `Date` field line (`Date: …` CRLF) for a
-    /// head that adds one (`ResponseHead.addsDate`), asked only then.
-    package mutating func render<Sink: ByteSink & ~Copyable>(
-        _ step: ScriptStep, into out: inout Sink, date: () -> [UInt8]
-    ) {
-        switch step {
-        case .head(let head):
-            render(head: head, dateLine: head.addsDate ? date() : [], into: &out)
-        case .body(let bytes):
-            guard chunked else {
-                out.append(bytes: bytes)
-                return
-            }
-            guard !bytes.isEmpty else { return }  // a zero-size chunk would end the body
-            out.append(bytes: Array(String(bytes.count, radix: 16).utf8))
-            out.append(bytes: Self.crlf)
-            out.append(bytes: bytes)
-            out.append(bytes: Self.crlf)
-        case .stream(let slice):
-            render(.body(slice.source.bytes(slice.range)), into: &out, date: date)
-        case .end:
-            if chunked { out.append(bytes: Self.lastChunk) }
-            chunked = false
-        case .raw(let bytes):
-            out.append(bytes: bytes)
-        case .wait, .abortExchange, .abortConnection, .hang, .http2, .upgrade:
-            break
-        }
-    }
-
-    /// Appends a head: its HTTP/1.1 bytes as they were built (for a plain step, once, at load), with `dateLine` —
-    /// the `Date` field line, when the head adds one — right after the status line. The shared bytes are written
-    /// around the date, not rebuilt with it.
-    package mutating func render<Sink: ByteSink & ~Copyable>(
-        head: ResponseHead, dateLine: [UInt8], into out: inout Sink
-    ) {
-        chunked = head.chunked
-        guard head.addsDate, !dateLine.isEmpty else {
-            out.append(bytes: head.http1)
-            return
-        }
-        let split = head.statusLineLength
-        head.http1.withUnsafeBytes { http1 in
-            out.append(raw: UnsafeRawBufferPointer(rebasing: http1[..<split]))
-            out.append(bytes: dateLine)
-            out.append(raw: UnsafeRawBufferPointer(rebasing: http1[split...]))
-        }
-    }
-
-    /// Every byte a script puts on an HTTP/1.1 wire, waits ignored: for tests and for reading a script. `dateLine`
-    /// is the `Date` field line its heads get (`HTTPDateCache.line(atWall:)`); none by default, so a test reads the
-    /// bytes the script itself decides.
-    package static func bytes(_ script: ResponseScript, dateLine: [UInt8] = []) -> [UInt8] {
-        var renderer = HTTP1Renderer()
-        var out: [UInt8] = []
-        for step in script.steps { renderer.render(step, into: &out, date: { dateLine }) }
-        return out
     }
 }

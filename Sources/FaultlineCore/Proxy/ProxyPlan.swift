@@ -150,15 +150,10 @@ package final class ProxyPlan {
         return Self.cutsStream(fault)
     }
 
-    /// The faults that need no more of the body than a prefix: the head, up to N bytes, then the break. A body
-    /// can be cut as it streams — a real download cut at byte N for a resume test, whatever its size.
-    package static func cutsStream(_ fault: FaultSpec) -> Bool {
-        switch fault.name {
-        case .truncateBody, .closeAfterHeaders, .stallAfterHeaders: true
-        case .rstStream: fault.after != .nothing
-        default: false
-        }
-    }
+    /// The faults that need no more of the body than a prefix (`FaultName.bodyCut`): the head, up to N bytes, then
+    /// the break. A body can be cut as it streams — a real download cut at byte N for a resume test, whatever its
+    /// size.
+    package static func cutsStream(_ fault: FaultSpec) -> Bool { fault.bodyCut != nil }
 
     /// Whether the upstream's head `response` (its body not all there) is streamed: always without a fault; with a
     /// cutting fault only when `Content-Length` gives the length, which the fault's head announces (as the whole
@@ -191,24 +186,11 @@ package final class ProxyPlan {
         var keep: Int?
         var closeAfterHead = !keepAlive
         if let fault = step.fault, let length {
-            // What `ResponsePlanner.faultSteps` sends for the same fault, counted instead of sliced.
-            let prefix = fault.cutPrefix(ofBodyLength: length)
-            switch fault.name {
-            case .truncateBody:
-                keep = prefix
-                closing = [.abortExchange]
-                closeAfterHead = true
-            case .closeAfterHeaders:
-                keep = 0
-                closing = [.abortExchange]
-            case .stallAfterHeaders:
-                keep = 0
-                closing = [.hang]
-            case .rstStream:
-                keep = fault.after == .body ? prefix : 0
-                closing = [.http2(.resetStream(code: (fault.code ?? .internalError).rawValue))]
-            default:
-                break
+            if let cut = fault.bodyCut {
+                // What `ResponsePlanner.faultSteps` sends for the same fault, counted instead of sliced.
+                keep = fault.sentBeforeCut(cut, ofBodyLength: length)
+                closing = [cut.ending]
+                closeAfterHead = closeAfterHead || cut.headCloses
             }
             keepAlive = keepAlive && fault.name.keepsConnection
             record.changed.append("\(fault.name.rawValue): \(keep ?? length) of \(length) body bytes sent")
@@ -218,9 +200,9 @@ package final class ProxyPlan {
             date: step.date)))
         var script = ResponseScript(
             steps: steps, status: response.status, fault: step.fault?.name.rawValue, keepAlive: keepAlive)
-        if keep == nil && !keepAlive { closing.append(.abortConnection(.close)) }
+        if keep == nil && !keepAlive { closing.append(.endConnection(.connectionClose)) }
         applyConnectionPolicy(&script, record: &record)
-        if case .abortConnection? = script.steps.last, script.steps.count > steps.count {
+        if case .endConnection? = script.steps.last, script.steps.count > steps.count {
             closing.append(script.steps.removeLast())
         }
         return (script, closing, keep)
@@ -239,7 +221,7 @@ package final class ProxyPlan {
         steps.append(.head(ProxyHeaders.clientHead(response, bodyLength: response.body.count, close: !keepAlive)))
         if !response.body.isEmpty { steps.append(.body(response.body)) }
         steps.append(.end)
-        if !keepAlive { steps.append(.abortConnection(.close)) }
+        if !keepAlive { steps.append(.endConnection(.connectionClose)) }
         var script = ResponseScript(steps: steps, status: response.status, keepAlive: keepAlive)
         applyConnectionPolicy(&script, record: &record)
         return script
@@ -281,7 +263,7 @@ package final class ProxyPlan {
     private func applyConnectionPolicy(_ script: inout ResponseScript, record: inout ProxyRecord) {
         guard script.keepAlive else { return }
         if policyClose == .maxRequests {
-            script.steps.append(.abortConnection(.close))
+            script.steps.append(.endConnection(.maxRequests))
             script.keepAlive = false
             script.policyClose = .maxRequests
         } else {

@@ -105,6 +105,15 @@ public struct ConnectionPolicy: Sendable, Equatable {
     }
 }
 
+/// Why the server closed a connection on its own, after a complete response: the connection policy. Marked
+/// on the response that was the connection's last, so a test can prove the stale keep-alive race.
+public enum PolicyClose: String, Sendable, Equatable {
+    /// `connections.maxRequests`: the connection served its last request.
+    case maxRequests = "max-requests"
+    /// `connections.idleCloseMs`: the kept-alive connection sat idle too long.
+    case idleClose = "idle-close"
+}
+
 /// A route: which requests it takes and the script of responses it plays to them.
 public struct Route: Sendable, Equatable {
     public var id: String
@@ -130,7 +139,7 @@ public struct Route: Sendable, Equatable {
         var served = Set(ExchangeProtocol.allCases)
         for step in responses { if let fault = step.fault { served.formIntersection(fault.name.protocols) } }
         // A WebSocket is an HTTP/1.1 upgrade (RFC 8441's HTTP/2 CONNECT is not served).
-        if responses.contains(where: { $0.websocket != nil }) { served.formIntersection([.http1]) }
+        if responses.contains(where: \.isWebSocket) { served.formIntersection([.http1]) }
         for case .fault(let spec) in chaos?.outcomes ?? [] { served.formIntersection(spec.name.protocols) }
         return served
     }
@@ -349,13 +358,8 @@ public struct ResponseStep: Sendable, Equatable {
     public var closeConnection: Bool
     /// Policy-state changes applied when this step is played.
     public var effects: [StepEffect] = []
-    /// The step answers with a resource (`{"resource": "ID"}`) instead of a scripted status and body.
-    public var resource: ResourceReference?
-    /// The step accepts a WebSocket upgrade and plays a session (`{"websocket": {…}}`).
-    public var websocket: WebSocketSpec?
-    /// The step forwards the request to the upstream (`"proxy": true`) and answers with its response, after the
-    /// step's delay and with its headers and fault applied (ARCHITECTURE §4d).
-    public var proxy = false
+    /// What answers the request: the step's own status and body, a resource, a WebSocket session or the upstream.
+    public var kind: StepKind = .plain
     /// Send the server's `Date` (RFC 9110 §6.6.1) when `headers` set none: true by default; `"date": false` sends
     /// none at all (on a `proxy` step, the upstream's goes too), for a client that must cope with its absence.
     public var date = true
@@ -378,10 +382,30 @@ public struct ResponseStep: Sendable, Equatable {
     public static func == (lhs: ResponseStep, rhs: ResponseStep) -> Bool {
         lhs.status == rhs.status && lhs.body == rhs.body && lhs.delay == rhs.delay && lhs.drip == rhs.drip
             && lhs.fault == rhs.fault && lhs.times == rhs.times && lhs.closeConnection == rhs.closeConnection
-            && lhs.effects == rhs.effects && lhs.resource == rhs.resource && lhs.websocket == rhs.websocket
-            && lhs.proxy == rhs.proxy && lhs.date == rhs.date
+            && lhs.effects == rhs.effects && lhs.kind == rhs.kind && lhs.date == rhs.date
             && lhs.headers.map(\.name) == rhs.headers.map(\.name)
             && lhs.headers.map(\.value) == rhs.headers.map(\.value)
+    }
+}
+
+/// What a route step answers with (`ResponseStep.kind`): one of these, never two.
+public enum StepKind: Sendable, Equatable {
+    /// The step's own status, headers and body (the default).
+    case plain
+    /// A resource's answer (`{"resource": "ID"}`): the resource decides status and body (ARCHITECTURE §4b).
+    case resource(ResourceReference)
+    /// A WebSocket upgrade, then a session (`{"websocket": {…}}`): 101, or the refusal the RFC asks for (§4c).
+    case websocket(WebSocketSpec)
+    /// The upstream's response to the forwarded request (`"proxy": true`), after the step's delay and with its
+    /// headers and fault applied (ARCHITECTURE §4d).
+    case proxy
+}
+
+extension ResponseStep {
+    /// The step accepts a WebSocket upgrade (`kind` is `.websocket`): the route serves HTTP/1.1 only.
+    package var isWebSocket: Bool {
+        if case .websocket = kind { return true }
+        return false
     }
 }
 

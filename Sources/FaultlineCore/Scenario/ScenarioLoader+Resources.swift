@@ -192,7 +192,7 @@ extension ScenarioLoader.Reader {
     /// resource's (they name the instance); a fault that rewrites body bytes is not asked of a large body.
     mutating func checkResourceSteps(_ responses: [ResponseStep], pathParameters: [String], at path: String) {
         for (index, step) in responses.enumerated() {
-            guard let reference = step.resource else { continue }
+            guard case .resource(let reference) = step.kind else { continue }
             let stepPath = "\(path)[\(index)]"
             guard let spec = resources.first(where: { $0.id == reference.id }) else {
                 report("\(stepPath).resource", "no resource \(ScenarioLoader.quoted(reference.id)) in this scenario's \"resources\""
@@ -205,7 +205,7 @@ extension ScenarioLoader.Reader {
                 report("\(stepPath).resource", "resource \(ScenarioLoader.quoted(spec.id)) is at \(spec.path.source); "
                     + "the route's path must name \(missing.map { "{\($0)}" }.joined(separator: ", ")) too, to say which instance")
             }
-            if let fault = step.fault, [.corruptJSON, .truncatedJSON, .malformedChunk].contains(fault.name),
+            if let fault = step.fault, fault.name.rewritesBody,
                case .generated(let size) = spec.body, size > ScenarioLoader.maxCopiedResourceBytes {
                 report("\(stepPath).fault", "\(fault.name.rawValue) rewrites the body's bytes, which copies all \(size) bytes "
                     + "of \(ScenarioLoader.quoted(spec.id)) per request; use truncate-body, half-close or a smaller resource")

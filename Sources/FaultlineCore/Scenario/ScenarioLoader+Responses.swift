@@ -77,7 +77,7 @@ extension ScenarioLoader.Reader {
                 report(fields.path(key), "a step that serves a resource takes no \(ScenarioLoader.quoted(key)): "
                     + "the resource answers with its own status and body")
             }
-            step.resource = resourceReference(value, at: fields.path("resource"))
+            if let reference = resourceReference(value, at: fields.path("resource")) { step.kind = .resource(reference) }
         }
 
         if let value = fields["websocket"] {
@@ -87,7 +87,7 @@ extension ScenarioLoader.Reader {
                 report(fields.path(key), "a step that accepts a WebSocket takes no \(ScenarioLoader.quoted(key))"
                     + (key == "headers" ? ": the 101's fields go in \"websocket\".\"headers\"" : ""))
             }
-            step.websocket = webSocketSpec(value, at: fields.path("websocket"))
+            if let spec = webSocketSpec(value, at: fields.path("websocket")) { step.kind = .websocket(spec) }
         }
 
         if let value = fields["date"], let date = bool(value, at: fields.path("date")) {
@@ -100,7 +100,7 @@ extension ScenarioLoader.Reader {
 
         if let value = fields["proxy"], let forward = bool(value, at: fields.path("proxy")), forward {
             checkProxyStep(step, fields)
-            step.proxy = true
+            step.kind = .proxy
         }
 
         return errors.count == errorCount ? step : nil
@@ -156,16 +156,7 @@ extension ScenarioLoader.Reader {
               let name = named(typeName, at: fields.path("type"))
         else { return nil }
         var spec = FaultSpec(name)
-        let allowed: [String]
-        switch name {
-        case .halfClose: allowed = ["after", "bytes"]
-        case .truncateBody, .overlongBody, .garbage, .noCloseNotify: allowed = ["bytes"]
-        case .malformedChunk: allowed = ["variant"]
-        case .rstStream: allowed = ["code", "after", "bytes"]
-        case .goaway: allowed = ["code", "lastStreamId", "graceful"]
-        case .rawFrames: allowed = ["base64", "preset"]
-        default: allowed = []
-        }
+        let allowed = name.parameters
         for key in parameters where fields[key] != nil && !allowed.contains(key) {
             report(fields.path(key), "\(typeName) takes no \(ScenarioLoader.quoted(key))"
                 + (allowed.isEmpty ? "" : "; it takes \(ScenarioLoader.quotedList(allowed))"))

@@ -89,7 +89,7 @@ extension ScenarioLoader.Reader {
         if fields["responses"] == nil && fields["proxy"] != nil {
             // A route with a proxy and no script forwards every request it takes.
             var step = ResponseStep()
-            step.proxy = true
+            step.kind = .proxy
             responses = [step]
         } else if let value = required(fields, "responses"), let elements = array(value, at: fields.path("responses")) {
             if elements.isEmpty {

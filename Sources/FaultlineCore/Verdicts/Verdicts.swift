@@ -569,7 +569,7 @@ extension Engine {
         input.retryAfterPending = policy.retryAfter.pending
         input.network = journal.filter { $0.network.map { $0.event != .shaped } ?? false }
         for scenario in scenarios {
-            for route in scenario.routes where route.responses.contains(where: { $0.websocket != nil }) {
+            for route in scenario.routes where route.responses.contains(where: \.isWebSocket) {
                 input.webSocketRoutes.insert(route.id)
             }
         }

@@ -59,7 +59,29 @@ extension FaultName {
 
     /// `commit-then-reset` / `commit-then-hang`: the route's work is committed (and an idempotent answer stored)
     /// before the connection breaks — the unknown outcome.
-    var commits: Bool { self == .commitThenReset || self == .commitThenHang }
+    var commits: Bool {
+        switch self {
+        case .commitThenReset, .commitThenHang:
+            return true
+        case .reset, .emptyReply, .halfClose, .closeAfterHeaders, .truncateBody, .overlongBody, .malformedChunk,
+             .garbage, .hang, .stallAfterHeaders, .corruptJSON, .truncatedJSON, .wrongContentType, .htmlErrorPage,
+             .badGzip, .noCloseNotify, .rstStream, .goaway, .rawFrames:
+            return false
+        }
+    }
+
+    /// Faults that rewrite the body's bytes, and so work on a copy of it: the loader refuses them on a large
+    /// generated resource body (ARCHITECTURE §4b), which every other fault sends as slices.
+    var rewritesBody: Bool {
+        switch self {
+        case .corruptJSON, .truncatedJSON, .malformedChunk:
+            return true
+        case .reset, .emptyReply, .halfClose, .closeAfterHeaders, .truncateBody, .overlongBody, .garbage, .hang,
+             .stallAfterHeaders, .wrongContentType, .htmlErrorPage, .badGzip, .commitThenReset, .commitThenHang,
+             .noCloseNotify, .rstStream, .goaway, .rawFrames:
+            return false
+        }
+    }
 
     /// Faults that break a body need one to break.
     var needsBody: Bool {
@@ -116,6 +138,79 @@ extension FaultName {
              .corruptJSON, .truncatedJSON, .wrongContentType, .htmlErrorPage, .badGzip, .commitThenReset,
              .commitThenHang, .noCloseNotify, .rstStream, .goaway:
             return true
+        }
+    }
+
+    /// How the fault breaks a response of which it sends only the head and a prefix of the body — all it needs of
+    /// the body is that prefix, so a proxied body can be cut as it streams, with the same bytes as the whole path
+    /// (ARCHITECTURE §4d) —; nil for a fault that sends no head, rewrites or re-frames the body, sends all of it, or
+    /// (`half-close`) is played on a body read whole. `after` is `rst-stream`'s point, `code` its error code. The
+    /// one definition `ResponsePlanner.faultSteps` slices by and `ProxyPlan.streamOpening` counts by.
+    package func bodyCut(after: HalfCloseAfter, code: HTTP2ErrorCode?) -> BodyCut? {
+        switch self {
+        case .truncateBody:
+            return BodyCut(point: .afterPrefix, headCloses: true, ending: .abortExchange)
+        case .closeAfterHeaders:
+            return BodyCut(point: .afterHead, headCloses: false, ending: .abortExchange)
+        case .stallAfterHeaders:
+            return BodyCut(point: .afterHead, headCloses: false, ending: .hang)
+        case .rstStream:
+            let reset = ScriptStep.http2(.resetStream(code: (code ?? .internalError).rawValue))
+            switch after {
+            case .nothing: return nil
+            case .headers: return BodyCut(point: .afterHead, headCloses: false, ending: reset)
+            case .body: return BodyCut(point: .afterPrefix, headCloses: false, ending: reset)
+            }
+        case .reset, .emptyReply, .halfClose, .overlongBody, .malformedChunk, .garbage, .hang, .corruptJSON,
+             .truncatedJSON, .wrongContentType, .htmlErrorPage, .badGzip, .commitThenReset, .commitThenHang,
+             .noCloseNotify, .goaway, .rawFrames:
+            return nil
+        }
+    }
+
+    /// The parameters a scenario may give the fault besides its `type` (`ScenarioLoader.faultSpec` refuses others).
+    var parameters: [String] {
+        switch self {
+        case .halfClose: return ["after", "bytes"]
+        case .truncateBody, .overlongBody, .garbage, .noCloseNotify: return ["bytes"]
+        case .malformedChunk: return ["variant"]
+        case .rstStream: return ["code", "after", "bytes"]
+        case .goaway: return ["code", "lastStreamId", "graceful"]
+        case .rawFrames: return ["base64", "preset"]
+        case .reset, .emptyReply, .closeAfterHeaders, .hang, .stallAfterHeaders, .corruptJSON, .truncatedJSON,
+             .wrongContentType, .htmlErrorPage, .badGzip, .commitThenReset, .commitThenHang:
+            return []
+        }
+    }
+}
+
+/// How a fault that sends the head and a prefix of the body breaks the response (`FaultName.bodyCut`): the head,
+/// the body up to `point`, then `ending`.
+package struct BodyCut: Sendable, Equatable {
+    /// Where the body stops.
+    package enum Point: Sendable, Equatable {
+        /// Right after the head: no body byte goes out.
+        case afterHead
+        /// After `FaultSpec.cutPrefix(ofBodyLength:)` bytes of it.
+        case afterPrefix
+    }
+
+    package var point: Point
+    /// The head says `Connection: close` (HTTP/1.1): the cut body will not be followed by another response.
+    package var headCloses: Bool
+    /// What breaks the response after the prefix: `abortExchange`, `hang`, an HTTP/2 RST_STREAM.
+    package var ending: ScriptStep
+}
+
+extension FaultSpec {
+    /// `name.bodyCut` with this fault's parameters.
+    package var bodyCut: BodyCut? { name.bodyCut(after: after, code: code) }
+
+    /// The body bytes sent before `cut`, of a body of `length`.
+    package func sentBeforeCut(_ cut: BodyCut, ofBodyLength length: Int) -> Int {
+        switch cut.point {
+        case .afterHead: return 0
+        case .afterPrefix: return cutPrefix(ofBodyLength: length)
         }
     }
 }

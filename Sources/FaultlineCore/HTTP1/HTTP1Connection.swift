@@ -58,35 +58,6 @@ package protocol HTTP1ConnectionIO: AnyObject {
     func policyClosed(after sequence: Int, _ reason: PolicyClose)
 }
 
-/// When and where a request arrived.
-package struct Arrival: Sendable, Equatable {
-    package var wall: Double
-    package var monotonicNanos: UInt64
-    package init(wall: Double, monotonicNanos: UInt64) {
-        self.wall = wall
-        self.monotonicNanos = monotonicNanos
-    }
-}
-
-/// What the Dispatcher needs to know about a request besides the request itself.
-package struct RequestContext: Sendable {
-    package var arrival: Arrival
-    /// Whether the clocks were read in the same read event that completed the request: then the engine
-    /// decides at `arrival` without reading them again.
-    package var arrivedNow: Bool
-    /// Requests before this one on the same connection.
-    package var indexOnConnection: Int
-    /// The HTTP/2 stream that carried the request; nil over HTTP/1.1.
-    package var stream: Int?
-
-    package init(arrival: Arrival, arrivedNow: Bool, indexOnConnection: Int, stream: Int? = nil) {
-        self.arrival = arrival
-        self.arrivedNow = arrivedNow
-        self.indexOnConnection = indexOnConnection
-        self.stream = stream
-    }
-}
-
 /// The limits and timings of the HTTP/1.1 connection rules.
 package struct HTTP1Settings: Sendable {
     package var parserLimits: HTTPParserLimits
@@ -494,6 +465,13 @@ package final class HTTP1Connection {
                     guard flush() else { return }
                     self.abort(abort)
                     return
+                case .endConnection:
+                    // A planned end after a complete response: FIN once it has drained, then a lingering close (the
+                    // close queue when the client asked for the close; late requests journaled when the connection
+                    // policy ended it: `closeGracefully`).
+                    guard flush() else { return }
+                    abort(.close)
+                    return
                 case .hang:
                     guard flush() else { return }
                     transition(to: .hanging)
@@ -665,6 +643,9 @@ package final class HTTP1Connection {
     /// A close, reset or shutdown, with the output already drained.
     private func perform(_ abort: ConnectionAbort) {
         guard let exchange = exchanges.first else { return }
+        // For the journal only: FIN carries out a fault's close, a planned end (`endConnection`) and an exchange
+        // abandoned without a fault (a proxied body whose upstream failed) alike; the outcome says whether the
+        // script was a fault's.
         let byFault = exchange.isFault
         switch abort {
         case .reset:
@@ -697,6 +678,7 @@ package final class HTTP1Connection {
             if awaitingDrain.isEmpty { teardown(.cancelled) } else { settle() }
             return
         }
+        // For the journal: requests arriving after the connection policy's end are journaled `connection-closing`.
         let byPolicy = last?.policyClose != nil
         // The client said this was its last request: a plain close sends FIN after our bytes, and there is
         // nothing a lingering close would protect. The close (FIN, socket teardown: as costly as the send) waits
