@@ -122,8 +122,8 @@ extension HTTP2Connection {
         guard let head = stream.head, let session, !stream.body.isSubmitted else { return }
         if case .writeShut = state { return }
         stream.body.provider = .reading
-        var endsAlone: Bool?
-        if case .endStream(let thenReset) = stream.body.end, stream.body.count == 0 { endsAlone = thenReset }
+        var endsAlone: HTTP2AfterEnd?
+        if case .endStream(let then) = stream.body.end, stream.body.count == 0 { endsAlone = then }
         // Plain steps share their head: the fields of the last one rendered are kept, and made again when the
         // second changes the date (the same line, the same array, for a whole second: compared by identity first).
         let date = head.addsDate ? io.dateLine() : []
@@ -147,9 +147,9 @@ extension HTTP2Connection {
         }
         if result != 0 {
             stream.body.provider = .notSubmitted
-        } else if let thenReset = endsAlone {
+        } else if let then = endsAlone {
             // HEADERS with END_STREAM: the response has no body.
-            stream.body.end = .endStreamSent(thenReset: thenReset)
+            stream.body.end = .endStreamSent(then: then)
         }
     }
 
@@ -162,9 +162,9 @@ extension HTTP2Connection {
         guard let stream = streams[id], let buffer else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
         if stream.body.count == 0 {
             switch stream.body.end {
-            case .endStream(let thenReset), .endStreamSent(let thenReset):
+            case .endStream(let then), .endStreamSent(let then):
                 flags?.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
-                stream.body.end = .endStreamSent(thenReset: thenReset)
+                stream.body.end = .endStreamSent(then: then)
                 return 0
             case .reset(let code, let outcome):
                 stream.body.end = .resetDue(code: code, outcome: outcome)
@@ -177,9 +177,9 @@ extension HTTP2Connection {
             return Int(NGHTTP2_ERR_DEFERRED.rawValue)
         }
         let count = stream.body.take(into: buffer, length: length)
-        if stream.body.count == 0, case .endStream(let thenReset) = stream.body.end {
+        if stream.body.count == 0, case .endStream(let then) = stream.body.end {
             flags?.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
-            stream.body.end = .endStreamSent(thenReset: thenReset)
+            stream.body.end = .endStreamSent(then: then)
         }
         if case .awaitingRoom = stream.state, stream.body.count < Self.growingQueueLimit / 2 {
             // Outside nghttp2's callback: the growing script is pulled again.
@@ -210,9 +210,17 @@ extension HTTP2Connection {
         stream.exchange?.bytesWritten += 9 + header.length
         if header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0 {
             end(stream, .completed)
-            if case .endStreamSent(thenReset: true) = stream.body.end, let session {
+            guard case .endStreamSent(let then) = stream.body.end, let session else { return }
+            switch then {
+            case .nothing:
+                break
+            case .resetStream:
                 nghttp2_submit_rst_stream(
                     session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream.id, UInt32(NGHTTP2_NO_ERROR.rawValue))
+            case .goaway:
+                // Inside mem_send: the GOAWAY (which may close the connection) waits for nghttp2 to return.
+                deferred.append(.goaway)
+                flushWanted = true
             }
         }
     }

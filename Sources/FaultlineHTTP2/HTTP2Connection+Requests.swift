@@ -73,7 +73,7 @@ extension HTTP2Connection {
     }
 
     /// The request did not complete in time: 408 (RFC 9110 §15.5.9) with what arrived, then RST_STREAM NO_ERROR
-    /// once the answer is out, so the client stops sending (RFC 9113 §8.1; `HTTP2BodyEnd.endStream(thenReset:)`).
+    /// once the answer is out, so the client stops sending (RFC 9113 §8.1; `HTTP2AfterEnd.resetStream`).
     func requestTimedOut(_ stream: HTTP2Stream) {
         guard case .receiving = stream.state else { return }
         stream.request.error = HTTPParseError(

@@ -10,6 +10,8 @@ enum HTTP2DeferredWork {
     case run(HTTP2Stream)
     /// Close if every stream at or below our GOAWAY's last stream is done.
     case closeIfIdle
+    /// The connection policy's GOAWAY, once its last response's END_STREAM went out (`HTTP2AfterEnd.goaway`).
+    case goaway
     /// A connection fault from a script that ran inside `mem_recv`: its frames go out first, then the close.
     case abortConnection(ConnectionAbort, HTTP2Stream)
 }
@@ -51,6 +53,7 @@ extension HTTP2Connection {
                 perform(step, on: stream, exchange)
             }
         }
+        if case .done = stream.state { performStepsAfterEnd(stream, exchange) }
         // The streams of one read run one after another (`runDeferred`): their frames go out in one write.
         if runningReady {
             flushWanted = true
@@ -75,7 +78,7 @@ extension HTTP2Connection {
             stream.body.append(slice)
             if stream.body.isSubmitted { resume(stream) }
         case .end:
-            stream.body.end = .endStream(thenReset: stream.request.timedOut)
+            stream.body.end = .endStream(then: stream.request.timedOut ? .resetStream : .nothing)
             submitOrResume(stream)
             stream.enter(.done)
         case .wait(let milliseconds):
@@ -192,12 +195,30 @@ extension HTTP2Connection {
         }
     }
 
+    /// The steps a script has after its `end`, which the loop no longer pulls: the one that still means something
+    /// over HTTP/2 is a planned end of the connection (the engine appends `maxRequests`'s after the response).
+    /// Anything else after `end` (a connection fault's close) is HTTP/1.1's and is not carried out.
+    func performStepsAfterEnd(_ stream: HTTP2Stream, _ exchange: Exchange) {
+        while case .step(let step) = exchange.next() {
+            if case .endConnection(let end) = step { endConnection(end, stream: stream) }
+        }
+    }
+
     /// A planned end of the connection after this response. `maxRequests` (the connection policy): a graceful
-    /// GOAWAY naming every stream opened so far, then close once they are done. `Connection: close` means nothing
-    /// over HTTP/2 (RFC 9113 §8.2.2).
+    /// GOAWAY naming every stream opened so far once this response's END_STREAM is out, then close once they are
+    /// done. `Connection: close` means nothing over HTTP/2 (RFC 9113 §8.2.2).
     func endConnection(_ end: EndOfConnection, stream: HTTP2Stream) {
         submitOrResume(stream)
-        if end == .maxRequests { sendGoaway(highestStream, code: UInt32(NGHTTP2_NO_ERROR.rawValue)) }
+        guard end == .maxRequests else { return }
+        switch stream.body.end {
+        case .endStream(.nothing):
+            stream.body.end = .endStream(then: .goaway)
+        case .endStreamSent(.nothing) where !(stream.exchange?.ended ?? true):
+            stream.body.end = .endStreamSent(then: .goaway)
+        default:
+            // The response has ended already (or ends some other way): the GOAWAY goes now.
+            sendGoaway(highestStream, code: UInt32(NGHTTP2_NO_ERROR.rawValue))
+        }
     }
 
     /// A connection fault: RST, FIN after what was rendered, or a half-close.
@@ -259,6 +280,8 @@ extension HTTP2Connection {
             run(stream)
         case .closeIfIdle:
             closeIfIdle()
+        case .goaway:
+            sendGoaway(highestStream, code: UInt32(NGHTTP2_NO_ERROR.rawValue))
         case .abortConnection(let abort, let stream):
             guard !closed, let exchange = stream.exchange else { return }
             abortConnection(abort, stream: stream, exchange)

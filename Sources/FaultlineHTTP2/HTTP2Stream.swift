@@ -89,11 +89,10 @@ enum HTTP2StreamState {
 enum HTTP2BodyEnd {
     /// More may come (the script goes on): nghttp2 is told to wait (`NGHTTP2_ERR_DEFERRED`).
     case open
-    /// END_STREAM with the last DATA (the script's `end`). `thenReset`: RST_STREAM NO_ERROR once it is out — the
-    /// 408 to a request still arriving, so the client stops sending (RFC 9113 §8.1).
-    case endStream(thenReset: Bool)
-    /// END_STREAM went to nghttp2 (the EOF flag on the last DATA, or HEADERS alone).
-    case endStreamSent(thenReset: Bool)
+    /// END_STREAM with the last DATA (the script's `end`), and `then` once it is out.
+    case endStream(then: HTTP2AfterEnd)
+    /// END_STREAM went to nghttp2 (the EOF flag on the last DATA, or HEADERS alone); `then` once it is out.
+    case endStreamSent(then: HTTP2AfterEnd)
     /// RST_STREAM `code` after the last pending byte: a body cut short, or a reset step (nghttp2 would send a
     /// RST_STREAM submitted now before DATA it has queued). `outcome` is how the exchange is journaled.
     case reset(code: UInt32, outcome: ExchangeOutcome)
@@ -108,6 +107,16 @@ enum HTTP2BodyEnd {
         default: nil
         }
     }
+}
+
+/// What the server does once a stream's END_STREAM has gone out.
+enum HTTP2AfterEnd {
+    case nothing
+    /// RST_STREAM NO_ERROR: the 408 to a request still arriving, so the client stops sending (RFC 9113 §8.1).
+    case resetStream
+    /// The connection policy's end (`maxRequests`): a graceful GOAWAY naming every stream so far, once this last
+    /// response is complete — a client may not expect DATA after a GOAWAY, even on a stream it names.
+    case goaway
 }
 
 /// How a stream's response body is handed to nghttp2 (its data provider).

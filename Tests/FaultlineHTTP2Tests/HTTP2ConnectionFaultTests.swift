@@ -72,4 +72,37 @@ struct HTTP2ConnectionFaultTests {
         #expect(h2.outcome("/later") == .clientClosed)
         #expect(h2.io.problems.isEmpty)
     }
+
+    @Test("maxRequests: the connection policy's last response, then a graceful GOAWAY naming every stream so far")
+    func maxRequestsEndsWithGoaway() {
+        // As the engine scripts it: the answer, then `.endConnection(.maxRequests)` after its `end`.
+        var last = Scripts.ok("last")
+        last.steps.append(.endConnection(.maxRequests))
+        last.policyClose = .maxRequests
+        let h2 = H2Fixture(scripts: ["/first": Scripts.ok("first"), "/last": last])
+        _ = h2.client.request("GET", "/first")
+        h2.pump()
+        let stream = h2.client.request("GET", "/last")
+        h2.pump()
+        #expect(h2.summary(UInt32(stream)) == ["HEADERS", "DATA 4 END_STREAM"])
+        // After the response's END_STREAM: some clients (python-h2) take no DATA after a GOAWAY, even on a stream
+        // it names.
+        #expect(h2.wire.map(H2Fixture.short).suffix(3) == ["HEADERS", "DATA 4 END_STREAM", "GOAWAY NO_ERROR last 3"],
+                "\(h2.wire.map(H2Fixture.short))")
+        #expect(h2.outcome("/first") == .completed && h2.outcome("/last") == .completed)
+        #expect(h2.io.closedAt == "FIN", "closed once every stream is done")
+        #expect(h2.io.problems.isEmpty)
+    }
+
+    @Test("Connection: close means nothing over HTTP/2: the connection stays open")
+    func connectionCloseIsIgnored() {
+        var answer = Scripts.ok("bye")
+        answer.steps.append(.endConnection(.connectionClose))
+        let h2 = H2Fixture(scripts: ["/bye": answer])
+        let stream = h2.client.request("GET", "/bye")
+        h2.pump()
+        #expect(h2.summary(UInt32(stream)) == ["HEADERS", "DATA 3 END_STREAM"])
+        #expect(!h2.wire.contains { $0.type == WireFrame.goaway })
+        #expect(h2.io.closedAt == nil && h2.outcome("/bye") == .completed)
+    }
 }

@@ -1110,3 +1110,32 @@ def test_one_early_retry_after_a_burst_is_named(h2server, multiplexed):
     assert verdict["outcome"] == "fail", verdict
     assert verdict["explanation"].startswith(f"request #{early['sequence']} came "), verdict
     assert verdict["explanation"].endswith("whose Retry-After asked for 60000 ms"), verdict
+
+
+def test_max_requests_ends_an_h2_connection_with_a_graceful_goaway(start_faultline, write_scenario):
+    """The connection policy's `maxRequests` over HTTP/2: the last response is sent in full, then a GOAWAY
+    NO_ERROR naming every stream so far (RFC 9113 §6.8), and the connection closes once they are done; the
+    journal marks that response `connectionClosedAfter: max-requests`. (Until the codec was rebuilt, the
+    policy's step came after the stream's END_STREAM and was never carried out.)"""
+    path = write_scenario({"name": "policy", "connections": {"maxRequests": 2},
+                           "routes": [route("ok", ok("hello"))]}, name="policy.json")
+    server = start_faultline(path)
+    sock, connection = raw_h2c(server.port)
+    with sock:
+        h2_get(connection, 1, "/ok")
+        sock.sendall(connection.data_to_send())
+        read_events(sock, connection, lambda seen: any(isinstance(e, h2.events.StreamEnded) for e in seen))
+        h2_get(connection, 3, "/ok")
+        sock.sendall(connection.data_to_send())
+        events = read_events(sock, connection, lambda seen: any(
+            isinstance(e, h2.events.ConnectionTerminated) for e in seen)
+            and any(isinstance(e, h2.events.StreamEnded) and e.stream_id == 3 for e in seen))
+        (goaway,) = [e for e in events if isinstance(e, h2.events.ConnectionTerminated)]
+        assert (goaway.error_code, goaway.last_stream_id) == (h2.errors.ErrorCodes.NO_ERROR, 3), events
+        body = b"".join(e.data for e in events if isinstance(e, h2.events.DataReceived) and e.stream_id == 3)
+        assert body == b"hello", events
+        sock.settimeout(2)
+        assert sock.recv(65536) == b"", "the server closes once stream 3 is done"
+    first, last = server.wait_for(2, route="ok", completed="true")
+    assert "connectionClosedAfter" not in first["response"], first
+    assert last["response"]["connectionClosedAfter"] == "max-requests" and last["stream"] == 3, last
