@@ -6,11 +6,11 @@ import Darwin
 
 /// Why the certificate authority or a certificate given on the command line could not be used. The message names
 /// the file or folder concerned and, for an OpenSSL failure, every reason OpenSSL queued for it.
-public struct TLSSetupError: Error, Sendable, Equatable, CustomStringConvertible {
+package struct TLSSetupError: Error, Sendable, Equatable, CustomStringConvertible {
     /// What went wrong, for a person: the path, the call, and the reason.
-    public var message: String
+    package var message: String
 
-    public var description: String { message }
+    package var description: String { message }
 
     package init(_ message: String) {
         self.message = message

@@ -238,14 +238,14 @@ package enum JSONSubset {
 /// A regular expression (NSRegularExpression syntax) compiled once, when the scenario is loaded, and kept in
 /// the matcher that uses it, so matching never compiles and no state is shared between servers.
 /// Two are equal when their pattern text is: scenarios compare by what was written (hot reload uses `==`).
-public struct CompiledRegex: Sendable, Equatable, CustomStringConvertible {
+package struct CompiledRegex: Sendable, Equatable, CustomStringConvertible {
     /// The pattern as written in the scenario.
-    public let pattern: String
+    package let pattern: String
     /// Immutable once made, so safe to use from any thread (NSRegularExpression is Sendable).
     private let expression: NSRegularExpression
 
     /// Compiles `pattern`; throws when it is not a valid regular expression.
-    public init(_ pattern: String) throws {
+    package init(_ pattern: String) throws {
         self.pattern = pattern
         expression = try NSRegularExpression(pattern: pattern)
     }
@@ -255,9 +255,9 @@ public struct CompiledRegex: Sendable, Equatable, CustomStringConvertible {
         expression.firstMatch(in: value, range: NSRange(value.startIndex..<value.endIndex, in: value)) != nil
     }
 
-    public var description: String { pattern }
+    package var description: String { pattern }
 
-    public static func == (lhs: CompiledRegex, rhs: CompiledRegex) -> Bool { lhs.pattern == rhs.pattern }
+    package static func == (lhs: CompiledRegex, rhs: CompiledRegex) -> Bool { lhs.pattern == rhs.pattern }
 }
 
 /// Percent-decoding for paths and query strings (RFC 3986 §2.1). Invalid escapes are kept as written.

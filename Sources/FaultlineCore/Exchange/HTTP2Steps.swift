@@ -42,7 +42,7 @@ package struct HTTP2RawFrame: Sendable, Equatable {
 }
 
 /// The `raw-frames` fault's ready-made breakages.
-public enum HTTP2FramePreset: String, Sendable, CaseIterable {
+package enum HTTP2FramePreset: String, Sendable, CaseIterable {
     /// HEADERS whose HPACK block cannot be decoded (an integer that overflows): COMPRESSION_ERROR (RFC 9113 §4.3).
     case badHPACK = "bad-hpack"
     /// HEADERS without END_HEADERS, then CONTINUATION frames that never end the block: a client must cap what it
@@ -81,7 +81,7 @@ package enum GoawayLastStream: Sendable, Equatable {
 }
 
 /// HTTP/2 error codes (RFC 9113 §7), by the names scenarios use.
-public enum HTTP2ErrorCode: UInt32, Sendable, CaseIterable {
+package enum HTTP2ErrorCode: UInt32, Sendable, CaseIterable {
     case noError = 0x0
     case protocolError = 0x1
     case internalError = 0x2
@@ -98,7 +98,7 @@ public enum HTTP2ErrorCode: UInt32, Sendable, CaseIterable {
     case http11Required = 0xd
 
     /// The RFC's name, e.g. `REFUSED_STREAM`.
-    public var name: String {
+    package var name: String {
         switch self {
         case .noError: "NO_ERROR"
         case .protocolError: "PROTOCOL_ERROR"
@@ -118,7 +118,7 @@ public enum HTTP2ErrorCode: UInt32, Sendable, CaseIterable {
     }
 
     /// The code a scenario names, e.g. `REFUSED_STREAM` (any case).
-    public init?(name: String) {
+    package init?(name: String) {
         guard let code = Self.allCases.first(where: { $0.name == name.uppercased() }) else { return nil }
         self = code
     }

@@ -3,7 +3,7 @@ public struct HTTPVersion: Sendable, Hashable, CustomStringConvertible {
     public var major: Int
     public var minor: Int
 
-    public init(major: Int, minor: Int) {
+    package init(major: Int, minor: Int) {
         self.major = major
         self.minor = minor
     }
@@ -19,13 +19,13 @@ public struct HTTPVersion: Sendable, Hashable, CustomStringConvertible {
 /// Header fields in the order they arrived. Names keep their original spelling; look-ups ignore case
 /// (RFC 9110 §5.1).
 public struct HTTPHeaders: Sendable, Equatable, Sequence {
-    public private(set) var fields: [(name: String, value: String)]
+    public package(set) var fields: [(name: String, value: String)]
 
-    public init(_ fields: [(name: String, value: String)] = []) {
+    package init(_ fields: [(name: String, value: String)] = []) {
         self.fields = fields
     }
 
-    public mutating func append(name: String, value: String) {
+    package mutating func append(name: String, value: String) {
         fields.append((name, value))
     }
 
@@ -50,12 +50,12 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence {
     public func contains(_ name: String) -> Bool { self[name] != nil }
 
     /// Removes every field of that name.
-    public mutating func remove(name: String) {
+    package mutating func remove(name: String) {
         fields.removeAll { $0.name.caseInsensitiveEquals(name) }
     }
 
     /// Replaces the named field's value (in its first place), or appends the field.
-    public mutating func set(name: String, value: String) {
+    package mutating func set(name: String, value: String) {
         var kept = false
         fields = fields.compactMap { field in
             guard field.name.caseInsensitiveEquals(name) else { return field }
@@ -91,7 +91,7 @@ public struct HTTPRequestHead: Sendable, Equatable {
     public var version: HTTPVersion
     public var headers: HTTPHeaders
 
-    public init(method: String, target: String, version: HTTPVersion, headers: HTTPHeaders) {
+    package init(method: String, target: String, version: HTTPVersion, headers: HTTPHeaders) {
         self.method = method
         self.target = target
         self.version = version

@@ -19,7 +19,7 @@ public struct HTTP2ClientGoaway: Sendable, Equatable {
     /// describe the last.
     public var count = 1
 
-    public init(
+    package init(
         errorCode: UInt32, lastStreamID: Int, debugData: some Collection<UInt8>, receivedAtMonotonicNanos: UInt64
     ) {
         self.errorCode = errorCode
@@ -32,7 +32,7 @@ public struct HTTP2ClientGoaway: Sendable, Equatable {
     private static let whitespace: Set<Unicode.Scalar> = ["\t", "\r", "\n"]
 
     /// The debug data is text when it is UTF-8 without control characters (tab, CR and LF aside), else base64.
-    public func json() -> JSONValue {
+    package func json() -> JSONValue {
         let text = String(validating: debugData, as: UTF8.self).flatMap { text in
             text.unicodeScalars.contains { $0.properties.generalCategory == .control && !Self.whitespace.contains($0) }
                 ? nil : text
@@ -57,12 +57,12 @@ public struct HTTP2ClientReset: Sendable, Equatable {
     public var errorCode: UInt32
     public var receivedAtMonotonicNanos: UInt64
 
-    public init(errorCode: UInt32, receivedAtMonotonicNanos: UInt64) {
+    package init(errorCode: UInt32, receivedAtMonotonicNanos: UInt64) {
         self.errorCode = errorCode
         self.receivedAtMonotonicNanos = receivedAtMonotonicNanos
     }
 
-    public func json() -> JSONValue {
+    package func json() -> JSONValue {
         .object([
             ("code", .string(HTTP2ErrorCode.name(of: errorCode))),
             ("errorCode", .int(Int(errorCode))),
@@ -88,14 +88,14 @@ package struct HTTP2ClientFrames: Sendable, Equatable {
 extension HTTP2ErrorCode {
     /// The RFC 9113 §7 name of `code`, e.g. `PROTOCOL_ERROR`; a code the RFC does not define (which must not
     /// trigger special behaviour) as hex, e.g. `0x77`.
-    public static func name(of code: UInt32) -> String {
+    package static func name(of code: UInt32) -> String {
         HTTP2ErrorCode(rawValue: code)?.name ?? "0x" + String(code, radix: 16)
     }
 }
 
 extension HTTP2ClientGoaway {
     /// Reads a record back from the journal's JSON (`json()`); nil when the value is not one.
-    public init?(json: JSONValue) {
+    package init?(json: JSONValue) {
         guard case .number(let code)? = json["errorCode"], let errorCode = UInt32(code),
               case .number(let last)? = json["lastStreamId"], let lastStreamID = Int(last) else { return nil }
         var data: [UInt8] = []
@@ -114,7 +114,7 @@ extension HTTP2ClientGoaway {
 
 extension HTTP2ClientReset {
     /// Reads a record back from the journal's JSON (`json()`); nil when the value is not one.
-    public init?(json: JSONValue) {
+    package init?(json: JSONValue) {
         guard case .number(let code)? = json["errorCode"], let errorCode = UInt32(code) else { return nil }
         var at: UInt64 = 0
         if case .number(let ms)? = json["receivedAtMonotonicMs"], let value = Double(ms) {

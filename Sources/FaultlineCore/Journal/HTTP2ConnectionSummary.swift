@@ -12,9 +12,9 @@ public struct HTTP2ConnectionSummary: Sendable, Equatable {
     /// Streams the client opened on the connection.
     public var streams = 0
 
-    public init() {}
+    package init() {}
 
-    public func json() -> JSONValue {
+    package func json() -> JSONValue {
         .object([
             ("streams", .int(streams)),
             ("pingsSent", .int(pingsSent)),

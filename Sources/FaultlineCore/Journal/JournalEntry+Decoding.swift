@@ -1,7 +1,7 @@
 extension JournalEntry {
     /// Reads an entry back from the admin API's JSON (`JournalEntry.json()`), for clients of a server in
     /// another process. Times come back at millisecond precision; nil when the value is not an entry.
-    public init?(json: JSONValue) {
+    package init?(json: JSONValue) {
         func int(_ value: JSONValue?) -> Int? { if case .number(let text)? = value { return Int(text) }; return nil }
         func double(_ value: JSONValue?) -> Double? { if case .number(let text)? = value { return Double(text) }; return nil }
         func string(_ value: JSONValue?) -> String? { if case .string(let text)? = value { return text }; return nil }
@@ -79,7 +79,7 @@ extension JournalEntry {
 
 extension TLSSummary {
     /// Reads a summary back from the journal's JSON (`json()`).
-    public init(json: JSONValue) {
+    package init(json: JSONValue) {
         func string(_ value: JSONValue?) -> String? { if case .string(let text)? = value { return text }; return nil }
         self.init()
         version = string(json["version"])

@@ -314,7 +314,7 @@ public struct JournalEntry: Sendable {
     public var method: String? { head?.method }
     public var path: String? { head?.path }
 
-    public init(
+    package init(
         sequence: Int = 0, receivedAtWall: Double, receivedAtMonotonicNanos: UInt64, connectionID: Int,
         indexOnConnection: Int, clientAddress: String, head: HTTPRequestHead?, rawRequestLine: String? = nil,
         body: [UInt8] = [], bodySize: Int = 0, malformed: String? = nil

@@ -26,7 +26,7 @@ public struct NetworkRecord: Sendable, Equatable {
     /// change: what went wrong carrying it out (a port that could not be bound again).
     public var error: String?
 
-    public init(event: Event) {
+    package init(event: Event) {
         self.event = event
     }
 

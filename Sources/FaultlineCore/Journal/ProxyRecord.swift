@@ -25,7 +25,7 @@ public struct ProxyRecord: Sendable, Equatable {
     /// What Faultline changed on the way back, in words (`delay 200 ms`, `truncate-body: 10 of 40 body bytes sent`).
     public var changed: [String] = []
 
-    public init(upstream: String) {
+    package init(upstream: String) {
         self.upstream = upstream
     }
 

@@ -26,7 +26,7 @@ public struct ResourceRecord: Sendable, Equatable {
     /// The deviations the response committed.
     public var deviations: [String]
 
-    public init(id: String, instance: String, version: Int, size: Int, decision: ResourceDecision) {
+    package init(id: String, instance: String, version: Int, size: Int, decision: ResourceDecision) {
         self.id = id
         self.instance = instance
         self.version = version

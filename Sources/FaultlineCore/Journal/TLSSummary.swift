@@ -51,9 +51,9 @@ public struct TLSSummary: Sendable, Equatable {
     public var scenario: String?
     public var step: Int?
 
-    public init() {}
+    package init() {}
 
-    public func json() -> JSONValue {
+    package func json() -> JSONValue {
         var members: [(key: String, value: JSONValue)] = [
             ("version", version.map(JSONValue.string) ?? .null),
             ("cipher", cipher.map(JSONValue.string) ?? .null),

@@ -17,7 +17,7 @@ public struct WebSocketRecord: Sendable, Equatable {
             && lhs.faultStarted?.atMonotonicNanos == rhs.faultStarted?.atMonotonicNanos
     }
 
-    public init(subprotocol: String?) {
+    package init(subprotocol: String?) {
         self.subprotocol = subprotocol
     }
 

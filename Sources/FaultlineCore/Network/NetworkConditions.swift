@@ -143,19 +143,19 @@ public struct NetworkChange: Sendable, Equatable {
 }
 
 /// The network as it is now: what `GET /__faultline/network` shows.
-public struct NetworkState: Sendable, Equatable {
-    public var listener: ListenerState = .up
-    public var conditions: LinkShape?
+package struct NetworkState: Sendable, Equatable {
+    package var listener: ListenerState = .up
+    package var conditions: LinkShape?
     /// Open connections are frozen until this monotonic millisecond (a `freeze`), if later than now.
-    public var frozenUntilMilliseconds: UInt64?
+    package var frozenUntilMilliseconds: UInt64?
 
-    public init() {}
+    package init() {}
 
     /// Whether clients cannot be served: the listener is not up, or the conditions are `offline`.
-    public var isOutage: Bool { listener.isOutage || (conditions?.frozen ?? false) }
+    package var isOutage: Bool { listener.isOutage || (conditions?.frozen ?? false) }
 
     /// `change` applied (its connection action does not change the state, except a freeze's end).
-    public mutating func apply(_ change: NetworkChange, nowMilliseconds: UInt64) {
+    package mutating func apply(_ change: NetworkChange, nowMilliseconds: UInt64) {
         if let listener = change.listener { self.listener = listener }
         if let conditions = change.conditions { self.conditions = conditions }
         switch change.connections {

@@ -1,19 +1,19 @@
 /// A scenario's `timeline` (ARCHITECTURE §3b): phases that change the network, in order, each armed once the one
 /// before it began. Pure: the server feeds it the clock and finished requests and carries out what it returns.
-public struct TimelinePhase: Sendable, Equatable {
-    public enum Trigger: Sendable, Equatable {
+package struct TimelinePhase: Sendable, Equatable {
+    package enum Trigger: Sendable, Equatable {
         /// This long after the previous phase began (the first phase: after the load or reset).
         case afterMilliseconds(Int)
         /// Once `count` requests to route `route` have been answered since the load or reset.
         case afterRequests(count: Int, route: String)
     }
 
-    public var trigger: Trigger
-    public var change: NetworkChange
+    package var trigger: Trigger
+    package var change: NetworkChange
     /// A label for the journal; by default `phase N`.
-    public var name: String?
+    package var name: String?
 
-    public init(trigger: Trigger, change: NetworkChange, name: String? = nil) {
+    package init(trigger: Trigger, change: NetworkChange, name: String? = nil) {
         self.trigger = trigger
         self.change = change
         self.name = name

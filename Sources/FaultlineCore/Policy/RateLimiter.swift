@@ -1,5 +1,5 @@
 /// How requests are grouped into buckets (ARCHITECTURE §6): each distinct key value gets its own quota.
-public enum RateLimitKey: Sendable, Equatable {
+package enum RateLimitKey: Sendable, Equatable {
     /// One bucket for every request.
     case global
     /// One bucket per client host (the peer address of the connection).
@@ -9,7 +9,7 @@ public enum RateLimitKey: Sendable, Equatable {
 }
 
 /// How a bucket spends and regains its quota.
-public enum RateLimitAlgorithm: String, Sendable, Equatable, CaseIterable {
+package enum RateLimitAlgorithm: String, Sendable, Equatable, CaseIterable {
     /// `limit` requests per window; the first window opens at the bucket's first request and the next ones
     /// follow back to back every `windowMilliseconds`, whether or not requests arrive.
     case fixedWindow = "fixed-window"
@@ -19,7 +19,7 @@ public enum RateLimitAlgorithm: String, Sendable, Equatable, CaseIterable {
 }
 
 /// The two forms of `Retry-After` (RFC 9110 §10.2.3): delay-seconds or an HTTP-date.
-public enum RetryAfterFormat: String, Sendable, Equatable, CaseIterable {
+package enum RetryAfterFormat: String, Sendable, Equatable, CaseIterable {
     /// `Retry-After: 2`
     case seconds
     /// `Retry-After: Sun, 06 Nov 1994 08:49:39 GMT` (IMF-fixdate, RFC 9110 §5.6.7)
@@ -27,24 +27,24 @@ public enum RetryAfterFormat: String, Sendable, Equatable, CaseIterable {
 }
 
 /// One rate limit of a scenario: its quota, how buckets are keyed, and what a limited response says.
-public struct RateLimitRule: Sendable, Equatable {
+package struct RateLimitRule: Sendable, Equatable {
     /// Names the policy in the `RateLimit-Policy` and `RateLimit` fields.
-    public var id: String
+    package var id: String
     /// Requests per window (fixed window) or bucket capacity (token bucket).
-    public var limit: Int
+    package var limit: Int
     /// The window length, or the time a token bucket takes to refill from empty to full.
-    public var windowMilliseconds: Int
-    public var algorithm: RateLimitAlgorithm
-    public var key: RateLimitKey
-    public var retryAfter: RetryAfterFormat
+    package var windowMilliseconds: Int
+    package var algorithm: RateLimitAlgorithm
+    package var key: RateLimitKey
+    package var retryAfter: RetryAfterFormat
     /// Add the IETF `RateLimit-Policy` and `RateLimit` fields (draft-ietf-httpapi-ratelimit-headers) to every
     /// response the rule counts, allowed or limited.
-    public var rateLimitHeaders: Bool
+    package var rateLimitHeaders: Bool
     /// The status of a limited response: 429 (RFC 6585 §4) normally, 503 (RFC 9110 §15.6.4) allowed.
-    public var status: Int
+    package var status: Int
 
     /// A rule; the defaults give a global fixed window answering 429 with `Retry-After` in delay-seconds.
-    public init(
+    package init(
         id: String, limit: Int, windowMilliseconds: Int, algorithm: RateLimitAlgorithm = .fixedWindow,
         key: RateLimitKey = .global, retryAfter: RetryAfterFormat = .seconds, rateLimitHeaders: Bool = false,
         status: Int = 429

@@ -1,26 +1,26 @@
 /// A scenario's bearer-token auth (ARCHITECTURE §6): which paths need a token, how tokens expire, and how the token
 /// endpoint behaves, so a client's 401 → refresh → retry path can be exercised and judged.
-public struct AuthConfig: Sendable, Equatable {
+package struct AuthConfig: Sendable, Equatable {
     /// `POST` here issues the next token (OAuth 2.0 token endpoint, RFC 6749 §5.1).
-    public var tokenPath: String
-    public var initialToken: String
+    package var tokenPath: String
+    package var initialToken: String
     /// Path prefixes that need `Authorization: Bearer <current token>`.
-    public var protect: [String]
+    package var protect: [String]
     /// The current token stops working after this many accepted requests.
-    public var expireAfterUses: Int?
+    package var expireAfterUses: Int?
     /// The current token stops working this long after it was issued.
-    public var expireAfterMilliseconds: Int?
+    package var expireAfterMilliseconds: Int?
     /// `expires_in` reported by the token endpoint, in seconds.
-    public var expiresInSeconds: Int
+    package var expiresInSeconds: Int
     /// Issue a new refresh token with every access token; a refresh token that was already used is then
     /// rejected with 400 `invalid_grant` (RFC 6749 §5.2, refresh-token rotation).
-    public var rotateRefreshTokens: Bool
-    public var initialRefreshToken: String?
+    package var rotateRefreshTokens: Bool
+    package var initialRefreshToken: String?
     /// Steps the token endpoint plays before (and instead of) issuing: a delay, a 5xx, a fault. A step with a
     /// 2xx status and no body issues a token (after its delay).
-    public var refreshSteps: [ResponseStep]
+    package var refreshSteps: [ResponseStep]
 
-    public init(
+    package init(
         tokenPath: String = "/oauth/token", initialToken: String = "token-1", protect: [String] = [],
         expireAfterUses: Int? = nil, expireAfterMilliseconds: Int? = nil, expiresInSeconds: Int = 3600,
         rotateRefreshTokens: Bool = false, initialRefreshToken: String? = nil, refreshSteps: [ResponseStep] = []

@@ -27,7 +27,7 @@ public struct UpstreamURL: Sendable, Equatable, Hashable, CustomStringConvertibl
     public var description: String { origin + basePath }
 
     /// Parses `http://host[:port][/base]` or `https://…`; the reason when it is not one.
-    public static func parse(_ text: String) -> Result<UpstreamURL, UpstreamURLError> {
+    package static func parse(_ text: String) -> Result<UpstreamURL, UpstreamURLError> {
         let secure: Bool
         var rest: Substring
         if text.lowercased().hasPrefix("http://") {
@@ -77,9 +77,9 @@ public struct UpstreamURL: Sendable, Equatable, Hashable, CustomStringConvertibl
 }
 
 /// Why an upstream URL was refused.
-public struct UpstreamURLError: Error, Sendable, Equatable, CustomStringConvertible {
-    public var description: String
-    public init(_ description: String) { self.description = description }
+package struct UpstreamURLError: Error, Sendable, Equatable, CustomStringConvertible {
+    package var description: String
+    package init(_ description: String) { self.description = description }
 }
 
 /// What the proxy does with a request no route took (`"unmatched"`).
@@ -134,7 +134,7 @@ public struct ProxyConfig: Sendable, Equatable {
     }
 
     /// This configuration's keys over `base`'s: a route's over its scenario's, a scenario's over the command line's.
-    public func merged(over base: ProxyConfig?) -> ProxyConfig {
+    package func merged(over base: ProxyConfig?) -> ProxyConfig {
         guard let base else { return self }
         var merged = base
         if let upstream { merged.upstream = upstream }

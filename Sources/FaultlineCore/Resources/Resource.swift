@@ -1,28 +1,28 @@
 /// A versioned resource (`resources` in a scenario, ARCHITECTURE §4b): a representation at a path that GET and
 /// HEAD read with RFC 9110's conditional requests and ranges, that PUT, PATCH and DELETE change when allowed,
 /// and whose version a step or an admin call can change behind the client's back.
-public struct ResourceSpec: Sendable, Equatable {
-    public var id: String
+package struct ResourceSpec: Sendable, Equatable {
+    package var id: String
     /// The path; with `{param}` segments, every distinct path is an instance of its own (its own body and version).
-    public var path: PathPattern
-    public var body: ResourceBody
-    public var contentType: String
-    public var etag: ETagStrength?
+    package var path: PathPattern
+    package var body: ResourceBody
+    package var contentType: String
+    package var etag: ETagStrength?
     /// Last-Modified: nil to send none; otherwise the first version's date (Unix seconds), or `loadedAt − 60 s`
     /// when `automatic`.
-    public var lastModified: LastModifiedSetting
-    public var cacheControl: String?
+    package var lastModified: LastModifiedSetting
+    package var cacheControl: String?
     /// `Expires` this many seconds after the response.
-    public var expiresAfterSeconds: Int?
-    public var vary: String?
+    package var expiresAfterSeconds: Int?
+    package var vary: String?
     /// Of PUT, PATCH, DELETE: the writes the resource accepts (GET and HEAD always work).
-    public var writeMethods: [String]
+    package var writeMethods: [String]
     /// Unconditional writes get 428 Precondition Required (RFC 6585 §3).
-    public var requireConditional: Bool
+    package var requireConditional: Bool
     /// The deviations every response of the resource commits.
-    public var deviations: [ResourceDeviation]
+    package var deviations: [ResourceDeviation]
 
-    public init(id: String, path: PathPattern, body: ResourceBody, contentType: String) {
+    package init(id: String, path: PathPattern, body: ResourceBody, contentType: String) {
         self.id = id
         self.path = path
         self.body = body
@@ -36,7 +36,7 @@ public struct ResourceSpec: Sendable, Equatable {
 }
 
 /// A resource's first body.
-public enum ResourceBody: Sendable, Equatable {
+package enum ResourceBody: Sendable, Equatable {
     case bytes([UInt8])
     /// `size` bytes made from the scenario's seed, the resource id, the instance and its version: a large
     /// download that costs no memory, different after every change.
@@ -45,18 +45,18 @@ public enum ResourceBody: Sendable, Equatable {
     case absent
 }
 
-public enum ETagStrength: String, Sendable, Equatable {
+package enum ETagStrength: String, Sendable, Equatable {
     case strong, weak
 }
 
-public enum LastModifiedSetting: Sendable, Equatable {
+package enum LastModifiedSetting: Sendable, Equatable {
     case none
     case automatic
     case fixed(unixSeconds: Int64)
 }
 
 /// What a real server gets wrong, on purpose (ARCHITECTURE §4b). Each changes what a correct client must do.
-public enum ResourceDeviation: String, Sendable, Equatable, CaseIterable {
+package enum ResourceDeviation: String, Sendable, Equatable, CaseIterable {
     /// Range is ignored: a full 200, with `Accept-Ranges: bytes` still announced.
     case ignoreRange = "ignore-range"
     /// A 206 whose Content-Range names another range than the bytes it carries (it claims to start at 0, or at
@@ -84,11 +84,11 @@ public enum ResourceDeviation: String, Sendable, Equatable, CaseIterable {
 
 /// A route step that serves a resource (`{"resource": "ID"}`): the resource's answer, with the step's delay,
 /// fault, extra deviations and effects.
-public struct ResourceReference: Sendable, Equatable {
-    public var id: String
-    public var deviations: [ResourceDeviation]
+package struct ResourceReference: Sendable, Equatable {
+    package var id: String
+    package var deviations: [ResourceDeviation]
 
-    public init(id: String, deviations: [ResourceDeviation] = []) {
+    package init(id: String, deviations: [ResourceDeviation] = []) {
         self.id = id
         self.deviations = deviations
     }

@@ -1,7 +1,7 @@
 /// The named faults a scenario step may ask for (ARCHITECTURE §5). Each is built into protocol-neutral script
 /// steps by `ResponsePlanner`; the loader rejects any other name. Each trait below is an exhaustive switch, so a
 /// new fault that forgets one does not compile.
-public enum FaultName: String, Sendable, CaseIterable {
+package enum FaultName: String, Sendable, CaseIterable {
     case reset
     case emptyReply = "empty-reply"
     case halfClose = "half-close"
@@ -44,7 +44,7 @@ public enum FaultName: String, Sendable, CaseIterable {
 extension FaultName {
     /// The protocols whose codec can render this fault's steps. The faults that break HTTP/1.1's own framing
     /// (`raw` steps) exist only there; the rest are heads, bodies and aborts, which HTTP/2 renders as frames.
-    public var protocols: Set<ExchangeProtocol> {
+    package var protocols: Set<ExchangeProtocol> {
         switch self {
         case .overlongBody, .malformedChunk, .garbage, .noCloseNotify:
             return [.http1]
@@ -130,7 +130,7 @@ extension FaultName {
     /// Whether the fault sends something of the response it breaks. A `proxy` step's fault acts on the
     /// upstream's response, so one that sends none of it (its request would be forwarded for nothing) is refused
     /// there: `commit-then-reset` and `commit-then-hang` say "forward, then break the connection" (ARCHITECTURE §4d).
-    public var usesResponse: Bool {
+    package var usesResponse: Bool {
         switch self {
         case .reset, .emptyReply, .garbage, .hang, .rawFrames:
             return false

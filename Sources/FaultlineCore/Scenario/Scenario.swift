@@ -1,35 +1,35 @@
 /// One scenario file, validated: the routes it scripts and the seed that makes its randomness reproducible.
 public struct Scenario: Sendable, Equatable {
     public var name: String
-    public var description: String?
+    package var description: String?
     /// Seeds every random choice the scenario makes (delay distributions, chaos). Default 0.
-    public var seed: UInt64
-    public var routes: [Route]
+    package var seed: UInt64
+    package var routes: [Route]
     /// The file it came from, or a label such as `<admin upload>` for scenarios that came without one.
-    public var sourceFile: String
+    package var sourceFile: String
     /// The folder that `file` bodies are confined to; nil when the scenario came without a folder.
-    public var directory: String?
+    package var directory: String?
     /// How the server treats kept-alive connections while this scenario is loaded.
-    public var connections: ConnectionPolicy?
+    package var connections: ConnectionPolicy?
     /// Bearer-token auth for protected paths, with a token endpoint (ARCHITECTURE §6).
-    public var auth: AuthConfig?
+    package var auth: AuthConfig?
     /// Rate limits, checked in order before route matching (ARCHITECTURE §6).
-    public var rateLimits: [ScopedRateLimit] = []
+    package var rateLimits: [ScopedRateLimit] = []
     /// The client behaviour the report judges (ARCHITECTURE §8).
-    public var expect: Expectations?
+    package var expect: Expectations?
     /// How handshakes on the TLS port go while this scenario is loaded.
-    public var tls: TLSSection?
+    package var tls: TLSSection?
     /// What HTTP/2 connections announce while this scenario is loaded (`http2`).
-    public var http2: HTTP2Plan?
+    package var http2: HTTP2Plan?
     /// Versioned resources: conditional requests, ranges and writes (ARCHITECTURE §4b).
-    public var resources: [ResourceSpec] = []
+    package var resources: [ResourceSpec] = []
     /// Forward to a real upstream (ARCHITECTURE §4d): the `proxy` steps of its routes and, unless `unmatched`
     /// says 404, the requests no route takes.
-    public var proxy: ProxyConfig?
+    package var proxy: ProxyConfig?
     /// Network phases (ARCHITECTURE §3b): listener states, connection drops and freezes, conditions, in order.
-    public var timeline: [TimelinePhase] = []
+    package var timeline: [TimelinePhase] = []
 
-    public init(
+    package init(
         name: String, description: String? = nil, seed: UInt64 = 0, routes: [Route],
         sourceFile: String = "<inline>", directory: String? = nil, connections: ConnectionPolicy? = nil
     ) {
@@ -44,22 +44,22 @@ public struct Scenario: Sendable, Equatable {
 }
 
 /// A rate limit and the requests it counts: those whose path matches `path` (all requests when nil).
-public struct ScopedRateLimit: Sendable, Equatable {
-    public var rule: RateLimitRule
-    public var path: PathPattern?
+package struct ScopedRateLimit: Sendable, Equatable {
+    package var rule: RateLimitRule
+    package var path: PathPattern?
 
-    public init(rule: RateLimitRule, path: PathPattern? = nil) {
+    package init(rule: RateLimitRule, path: PathPattern? = nil) {
         self.rule = rule
         self.path = path
     }
 }
 
 /// A route's idempotency-key handling: `{"header": "Idempotency-Key", "required": true, "expiresMs": …}`.
-public struct IdempotencyConfig: Sendable, Equatable {
-    public var header: String
+package struct IdempotencyConfig: Sendable, Equatable {
+    package var header: String
     /// A request without the key gets 400 (problem+json) instead of running the route.
-    public var required: Bool
-    public var expiryMilliseconds: Int
+    package var required: Bool
+    package var expiryMilliseconds: Int
     /// The statuses whose responses are stored under the key (`storeStatuses`); nil for the default, every
     /// status but 429 and 5xx: those say the request was not processed, so the key stays free for the retry.
     package var storeStatuses: Set<Int>?
@@ -69,7 +69,7 @@ public struct IdempotencyConfig: Sendable, Equatable {
         storeStatuses?.contains(status) ?? (status != 429 && status < 500)
     }
 
-    public init(header: String = "Idempotency-Key", required: Bool = false, expiryMilliseconds: Int = 86_400_000) {
+    package init(header: String = "Idempotency-Key", required: Bool = false, expiryMilliseconds: Int = 86_400_000) {
         self.header = header
         self.required = required
         self.expiryMilliseconds = expiryMilliseconds
@@ -77,7 +77,7 @@ public struct IdempotencyConfig: Sendable, Equatable {
 }
 
 /// A change a step makes to the server's policy state when it is played.
-public enum StepEffect: Sendable, Equatable {
+package enum StepEffect: Sendable, Equatable {
     /// The current access token stops working.
     case expireToken
     /// A new access token replaces the current one (the client's becomes stale).
@@ -91,15 +91,15 @@ public enum StepEffect: Sendable, Equatable {
 
 /// Connection-level faults (ARCHITECTURE §5, `idle-close`): what a real server or a proxy in front of it does to
 /// kept-alive connections, which is where clients' connection-reuse bugs hide.
-public struct ConnectionPolicy: Sendable, Equatable {
+package struct ConnectionPolicy: Sendable, Equatable {
     /// Close a kept-alive connection after this many requests, without announcing it with
     /// `Connection: close` (as servers with a keep-alive request limit do).
-    public var maxRequests: Int?
+    package var maxRequests: Int?
     /// Close a kept-alive connection once it has sat idle this long: the stale keep-alive race, where the
     /// client sends its next request just as the server closes.
-    public var idleCloseMilliseconds: Int?
+    package var idleCloseMilliseconds: Int?
 
-    public init(maxRequests: Int? = nil, idleCloseMilliseconds: Int? = nil) {
+    package init(maxRequests: Int? = nil, idleCloseMilliseconds: Int? = nil) {
         self.maxRequests = maxRequests
         self.idleCloseMilliseconds = idleCloseMilliseconds
     }
@@ -115,26 +115,26 @@ public enum PolicyClose: String, Sendable, Equatable {
 }
 
 /// A route: which requests it takes and the script of responses it plays to them.
-public struct Route: Sendable, Equatable {
-    public var id: String
-    public var match: RouteMatch
+package struct Route: Sendable, Equatable {
+    package var id: String
+    package var match: RouteMatch
     /// The protocols the route serves (`"protocols"`); nil: every protocol its faults can be rendered on. A
     /// request over another protocol is refused, never answered with a fault the protocol cannot carry: over
     /// HTTP/2 with RST_STREAM HTTP_1_1_REQUIRED (RFC 9113 §7), over HTTP/1.1 with 505.
-    public var protocols: Set<ExchangeProtocol>?
-    public var responses: [ResponseStep]
-    public var afterLast: AfterLast
+    package var protocols: Set<ExchangeProtocol>?
+    package var responses: [ResponseStep]
+    package var afterLast: AfterLast
     /// When set, each distinct value of this part of the request has its own cursor into `responses`.
-    public var sequenceBy: SequenceKey?
+    package var sequenceBy: SequenceKey?
     /// Seeded random failures on top of the script.
-    public var chaos: ChaosSpec?
+    package var chaos: ChaosSpec?
     /// Idempotency-key handling for the route (IETF httpapi idempotency-key draft).
-    public var idempotency: IdempotencyConfig?
+    package var idempotency: IdempotencyConfig?
     /// The proxy settings of the route's `proxy` steps, over its scenario's (ARCHITECTURE §4d).
-    public var proxy: ProxyConfig?
+    package var proxy: ProxyConfig?
 
     /// The protocols the route serves: `protocols`, or those on which every fault it uses exists.
-    public var servedProtocols: Set<ExchangeProtocol> {
+    package var servedProtocols: Set<ExchangeProtocol> {
         if let protocols { return protocols }
         var served = Set(ExchangeProtocol.allCases)
         for step in responses { if let fault = step.fault { served.formIntersection(fault.name.protocols) } }
@@ -144,7 +144,7 @@ public struct Route: Sendable, Equatable {
         return served
     }
 
-    public init(
+    package init(
         id: String, match: RouteMatch, responses: [ResponseStep], afterLast: AfterLast = .repeatLast,
         sequenceBy: SequenceKey? = nil, chaos: ChaosSpec? = nil
     ) {
@@ -160,25 +160,25 @@ public struct Route: Sendable, Equatable {
 /// `"chaos": {"rate": 0.2, "faults": ["reset", "status:503"]}`: that fraction of the route's requests fails
 /// with one of the listed outcomes, chosen from the scenario's seed, so the same seed gives the same failures
 /// in the same order. A request chaos takes does not advance the route's script.
-public struct ChaosSpec: Sendable, Equatable {
+package struct ChaosSpec: Sendable, Equatable {
     /// Between 0 and 1.
-    public var rate: Double
-    public var outcomes: [ChaosOutcome]
+    package var rate: Double
+    package var outcomes: [ChaosOutcome]
 
-    public init(rate: Double, outcomes: [ChaosOutcome]) {
+    package init(rate: Double, outcomes: [ChaosOutcome]) {
         self.rate = rate
         self.outcomes = outcomes
     }
 }
 
 /// One way chaos may fail a request.
-public enum ChaosOutcome: Sendable, Equatable, CustomStringConvertible {
+package enum ChaosOutcome: Sendable, Equatable, CustomStringConvertible {
     /// The scripted step's response, broken by this fault.
     case fault(FaultSpec)
     /// A plain error response with this status (`"status:503"`).
     case status(Int)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .fault(let spec): return spec.name.rawValue
         case .status(let code): return "status:\(code)"
@@ -188,26 +188,26 @@ public enum ChaosOutcome: Sendable, Equatable, CustomStringConvertible {
 
 /// A named fault and its parameters (ARCHITECTURE §5). Written `"fault": "reset"` or, with parameters,
 /// `"fault": {"type": "half-close", "after": "headers"}`.
-public struct FaultSpec: Sendable, Equatable {
-    public var name: FaultName
+package struct FaultSpec: Sendable, Equatable {
+    package var name: FaultName
     /// A byte count whose meaning depends on the fault: `truncate-body` body bytes sent before closing
     /// (default half the body); `overlong-body` extra bytes after the body (default 38); `garbage` bytes sent
     /// (default 64–512, seeded); `half-close` with `after: body` the body bytes sent before FIN (default half).
-    public var bytes: Int?
+    package var bytes: Int?
     /// `half-close` only: what precedes the FIN.
-    public var after: HalfCloseAfter
+    package var after: HalfCloseAfter
     /// `malformed-chunk` only: how the chunked framing is broken.
-    public var chunkBreak: ChunkBreak
+    package var chunkBreak: ChunkBreak
     /// `rst-stream` and `goaway`: the HTTP/2 error code (`rst-stream` default INTERNAL_ERROR, `goaway` NO_ERROR).
-    public var code: HTTP2ErrorCode?
+    package var code: HTTP2ErrorCode?
     /// `goaway` only: the last stream id it names, and whether a shutdown notice goes first.
     package var lastStream: GoawayLastStream = .previous
-    public var graceful = false
+    package var graceful = false
     /// `raw-frames` only: bytes written as they are (`base64`), or hand-made frames (`preset`).
-    public var rawBytes: [UInt8] = []
+    package var rawBytes: [UInt8] = []
     package var frames: [HTTP2RawFrame] = []
 
-    public init(_ name: FaultName, bytes: Int? = nil, after: HalfCloseAfter = .nothing, chunkBreak: ChunkBreak = .badSize) {
+    package init(_ name: FaultName, bytes: Int? = nil, after: HalfCloseAfter = .nothing, chunkBreak: ChunkBreak = .badSize) {
         self.name = name
         self.bytes = bytes
         self.after = after
@@ -225,7 +225,7 @@ extension FaultSpec {
 }
 
 /// What a `half-close` sends before shutting down its writing side.
-public enum HalfCloseAfter: String, Sendable, Equatable, CaseIterable {
+package enum HalfCloseAfter: String, Sendable, Equatable, CaseIterable {
     /// FIN straight after reading the request.
     case nothing
     /// The complete header section, then FIN.
@@ -235,7 +235,7 @@ public enum HalfCloseAfter: String, Sendable, Equatable, CaseIterable {
 }
 
 /// How `malformed-chunk` breaks chunked framing (RFC 9112 §7.1).
-public enum ChunkBreak: String, Sendable, Equatable, CaseIterable {
+package enum ChunkBreak: String, Sendable, Equatable, CaseIterable {
     /// The first chunk size is not hexadecimal.
     case badSize = "bad-size"
     /// A chunk's data is not followed by CRLF.
@@ -245,7 +245,7 @@ public enum ChunkBreak: String, Sendable, Equatable, CaseIterable {
 }
 
 /// What a route does once every step of its script has been played.
-public enum AfterLast: String, Sendable, Equatable {
+package enum AfterLast: String, Sendable, Equatable {
     /// Keep answering with the last step (the default).
     case repeatLast = "repeat-last"
     /// Start the script again from the first step.
@@ -255,24 +255,24 @@ public enum AfterLast: String, Sendable, Equatable {
 }
 
 /// The part of a request that separates script cursors: `header:X-Test-Case`, `query:session`, `path:id`.
-public enum SequenceKey: Sendable, Equatable {
+package enum SequenceKey: Sendable, Equatable {
     case header(String)
     case query(String)
     case pathParameter(String)
 }
 
 /// The conditions a request must meet to be taken by a route. Every condition given must hold.
-public struct RouteMatch: Sendable, Equatable {
+package struct RouteMatch: Sendable, Equatable {
     /// Upper-cased methods; empty means any method.
-    public var methods: [String]
-    public var path: PathPattern?
+    package var methods: [String]
+    package var path: PathPattern?
     /// Query parameter name → condition on its (percent-decoded) value.
-    public var query: [(name: String, matcher: ValueMatcher)]
+    package var query: [(name: String, matcher: ValueMatcher)]
     /// Header name (as written) → condition on its value. Names are compared ignoring case.
-    public var headers: [(name: String, matcher: ValueMatcher)]
-    public var body: BodyMatcher?
+    package var headers: [(name: String, matcher: ValueMatcher)]
+    package var body: BodyMatcher?
 
-    public init(
+    package init(
         methods: [String] = [], path: PathPattern? = nil, query: [(name: String, matcher: ValueMatcher)] = [],
         headers: [(name: String, matcher: ValueMatcher)] = [], body: BodyMatcher? = nil
     ) {
@@ -283,7 +283,7 @@ public struct RouteMatch: Sendable, Equatable {
         self.body = body
     }
 
-    public static func == (lhs: RouteMatch, rhs: RouteMatch) -> Bool {
+    package static func == (lhs: RouteMatch, rhs: RouteMatch) -> Bool {
         lhs.methods == rhs.methods && lhs.path == rhs.path && lhs.body == rhs.body
             && lhs.query.map(\.name) == rhs.query.map(\.name) && lhs.query.map(\.matcher) == rhs.query.map(\.matcher)
             && lhs.headers.map(\.name) == rhs.headers.map(\.name)
@@ -293,25 +293,25 @@ public struct RouteMatch: Sendable, Equatable {
 
 /// A path template such as `/v1/products/{id}`. With `isPrefix`, the template must match the leading
 /// segments of the request path and anything may follow.
-public struct PathPattern: Sendable, Equatable {
-    public enum Segment: Sendable, Equatable {
+package struct PathPattern: Sendable, Equatable {
+    package enum Segment: Sendable, Equatable {
         case literal(String)
         /// Matches exactly one non-empty segment and captures it under this name.
         case parameter(String)
     }
 
-    public var segments: [Segment]
-    public var isPrefix: Bool
+    package var segments: [Segment]
+    package var isPrefix: Bool
     /// The template as written in the scenario, for messages.
-    public var source: String
+    package var source: String
     /// For an exact path without parameters (`/v1/items`): the decoded path itself, which a request path
     /// without percent-escapes can be compared with whole, without splitting it into segments.
     package let literalPath: String?
 
     /// Whether any segment is a `{param}`.
-    public var hasParameters: Bool { segments.contains { if case .parameter = $0 { true } else { false } } }
+    package var hasParameters: Bool { segments.contains { if case .parameter = $0 { true } else { false } } }
 
-    public init(segments: [Segment], isPrefix: Bool, source: String) {
+    package init(segments: [Segment], isPrefix: Bool, source: String) {
         self.segments = segments
         self.isPrefix = isPrefix
         self.source = source
@@ -326,7 +326,7 @@ public struct PathPattern: Sendable, Equatable {
 }
 
 /// A condition on a single string value (a header or a query parameter).
-public enum ValueMatcher: Sendable, Equatable {
+package enum ValueMatcher: Sendable, Equatable {
     case equals(String)
     case contains(String)
     /// A regular expression, compiled when the scenario is loaded; must match somewhere.
@@ -336,7 +336,7 @@ public enum ValueMatcher: Sendable, Equatable {
 }
 
 /// A condition on the request body.
-public enum BodyMatcher: Sendable, Equatable {
+package enum BodyMatcher: Sendable, Equatable {
     case equals(String)
     case contains(String)
     /// The body parses as JSON and contains this value: objects recursively by key, everything else equal.
@@ -344,27 +344,27 @@ public enum BodyMatcher: Sendable, Equatable {
 }
 
 /// One step of a route's script.
-public struct ResponseStep: Sendable, Equatable {
-    public var status: Int
+package struct ResponseStep: Sendable, Equatable {
+    package var status: Int
     /// Header fields in the order written. Values may hold templates.
-    public var headers: [(name: String, value: String)]
-    public var body: StepBody
-    public var delay: DelaySpec?
-    public var drip: DripSpec?
-    public var fault: FaultSpec?
+    package var headers: [(name: String, value: String)]
+    package var body: StepBody
+    package var delay: DelaySpec?
+    package var drip: DripSpec?
+    package var fault: FaultSpec?
     /// How many consecutive requests this step answers before the script moves on. At least 1.
-    public var times: Int
+    package var times: Int
     /// Close the connection after this response, sending `Connection: close`.
-    public var closeConnection: Bool
+    package var closeConnection: Bool
     /// Policy-state changes applied when this step is played.
-    public var effects: [StepEffect] = []
+    package var effects: [StepEffect] = []
     /// What answers the request: the step's own status and body, a resource, a WebSocket session or the upstream.
-    public var kind: StepKind = .plain
+    package var kind: StepKind = .plain
     /// Send the server's `Date` (RFC 9110 §6.6.1) when `headers` set none: true by default; `"date": false` sends
     /// none at all (on a `proxy` step, the upstream's goes too), for a client that must cope with its absence.
-    public var date = true
+    package var date = true
 
-    public init(
+    package init(
         status: Int = 200, headers: [(name: String, value: String)] = [], body: StepBody = .empty,
         delay: DelaySpec? = nil, drip: DripSpec? = nil, fault: FaultSpec? = nil, times: Int = 1,
         closeConnection: Bool = false
@@ -379,7 +379,7 @@ public struct ResponseStep: Sendable, Equatable {
         self.closeConnection = closeConnection
     }
 
-    public static func == (lhs: ResponseStep, rhs: ResponseStep) -> Bool {
+    package static func == (lhs: ResponseStep, rhs: ResponseStep) -> Bool {
         lhs.status == rhs.status && lhs.body == rhs.body && lhs.delay == rhs.delay && lhs.drip == rhs.drip
             && lhs.fault == rhs.fault && lhs.times == rhs.times && lhs.closeConnection == rhs.closeConnection
             && lhs.effects == rhs.effects && lhs.kind == rhs.kind && lhs.date == rhs.date
@@ -389,7 +389,7 @@ public struct ResponseStep: Sendable, Equatable {
 }
 
 /// What a route step answers with (`ResponseStep.kind`): one of these, never two.
-public enum StepKind: Sendable, Equatable {
+package enum StepKind: Sendable, Equatable {
     /// The step's own status, headers and body (the default).
     case plain
     /// A resource's answer (`{"resource": "ID"}`): the resource decides status and body (ARCHITECTURE §4b).
@@ -410,7 +410,7 @@ extension ResponseStep {
 }
 
 /// A step's body. Templates (`{{path.id}}`) are expanded in `json` strings and in `text`.
-public enum StepBody: Sendable, Equatable {
+package enum StepBody: Sendable, Equatable {
     case empty
     case json(JSONValue)
     case text(String)
@@ -421,7 +421,7 @@ public enum StepBody: Sendable, Equatable {
 }
 
 /// How long to wait before the response's first byte.
-public enum DelaySpec: Sendable, Equatable {
+package enum DelaySpec: Sendable, Equatable {
     case fixed(milliseconds: Int)
     /// Uniform over [min, max] milliseconds.
     case uniform(min: Int, max: Int)
@@ -430,11 +430,11 @@ public enum DelaySpec: Sendable, Equatable {
 }
 
 /// Send the body in pieces: `size` bytes every `intervalMilliseconds`.
-public struct DripSpec: Sendable, Equatable {
-    public var size: Int
-    public var intervalMilliseconds: Int
+package struct DripSpec: Sendable, Equatable {
+    package var size: Int
+    package var intervalMilliseconds: Int
 
-    public init(size: Int, intervalMilliseconds: Int) {
+    package init(size: Int, intervalMilliseconds: Int) {
         self.size = size
         self.intervalMilliseconds = intervalMilliseconds
     }

@@ -28,7 +28,7 @@ public struct ScenarioLoadError: Error, Sendable, Equatable, CustomStringConvert
     public var errors: [ScenarioError]
 
     /// Wraps the problems found.
-    public init(errors: [ScenarioError]) {
+    package init(errors: [ScenarioError]) {
         self.errors = errors
     }
 

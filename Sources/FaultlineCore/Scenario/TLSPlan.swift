@@ -33,7 +33,7 @@ public enum TLSCertificateName: String, Sendable, CaseIterable, Hashable {
 }
 
 /// The TLS alerts a handshake step can answer a ClientHello with (RFC 8446 §6).
-public enum TLSAlert: String, Sendable, CaseIterable, Hashable {
+package enum TLSAlert: String, Sendable, CaseIterable, Hashable {
     case handshakeFailure = "handshake_failure"
     case protocolVersion = "protocol_version"
     case unrecognizedName = "unrecognized_name"
@@ -41,7 +41,7 @@ public enum TLSAlert: String, Sendable, CaseIterable, Hashable {
     case internalError = "internal_error"
 
     /// The alert's code on the wire.
-    public var code: UInt8 {
+    package var code: UInt8 {
         switch self {
         case .handshakeFailure: return 40
         case .badCertificate: return 42
@@ -53,20 +53,20 @@ public enum TLSAlert: String, Sendable, CaseIterable, Hashable {
 }
 
 /// A TLS protocol version, as scenarios and the journal spell it.
-public enum TLSVersion: String, Sendable, CaseIterable, Hashable, Comparable {
+package enum TLSVersion: String, Sendable, CaseIterable, Hashable, Comparable {
     case tls1_0 = "1.0"
     case tls1_1 = "1.1"
     case tls1_2 = "1.2"
     case tls1_3 = "1.3"
 
-    public static func < (lhs: TLSVersion, rhs: TLSVersion) -> Bool { lhs.rawValue < rhs.rawValue }
+    package static func < (lhs: TLSVersion, rhs: TLSVersion) -> Bool { lhs.rawValue < rhs.rawValue }
 
     /// The journal's name: `TLSv1.2`, as OpenSSL and Wireshark say it.
-    public var journalName: String { "TLSv\(rawValue)" }
+    package var journalName: String { "TLSv\(rawValue)" }
 }
 
 /// What a handshake step does instead of completing normally.
-public enum TLSHandshakeFault: Sendable, Equatable {
+package enum TLSHandshakeFault: Sendable, Equatable {
     /// Read the ClientHello and never answer it: the client's handshake timeout is all that ends it.
     case hang
     /// Send the server's flight `size` bytes every `intervalMilliseconds`, below TLS.
@@ -77,7 +77,7 @@ public enum TLSHandshakeFault: Sendable, Equatable {
     case reset
 
     /// The fault's name in scenarios and the journal.
-    public var name: String {
+    package var name: String {
         switch self {
         case .hang: return "handshake-hang"
         case .slow: return "slow-handshake"
@@ -88,7 +88,7 @@ public enum TLSHandshakeFault: Sendable, Equatable {
 }
 
 /// Whether the server asks for a client certificate (mutual TLS).
-public enum ClientCertificateMode: String, Sendable, CaseIterable, Equatable {
+package enum ClientCertificateMode: String, Sendable, CaseIterable, Equatable {
     /// Not asked for.
     case none
     /// Asked for; the handshake goes on without one. One that does not verify against the client CA fails.
@@ -99,29 +99,29 @@ public enum ClientCertificateMode: String, Sendable, CaseIterable, Equatable {
 
 /// How one TLS handshake goes: the engine's answer to a ClientHello (`Engine.decideHandshake`), made before
 /// the server's first byte.
-public struct TLSHandshakeDecision: Sendable, Equatable {
+package struct TLSHandshakeDecision: Sendable, Equatable {
     /// The catalogue certificate to serve; nil serves the listener's own (`--tls-certificate`, or a certificate
     /// the user brought).
-    public var certificate: TLSCertificateName?
-    public var fault: TLSHandshakeFault?
+    package var certificate: TLSCertificateName?
+    package var fault: TLSHandshakeFault?
     /// Versions outside this range are refused (a client that cannot go below the minimum gets
     /// `protocol_version`). Nil: 1.2 and 1.3.
-    public var minVersion: TLSVersion?
-    public var maxVersion: TLSVersion?
-    public var clientCertificate: ClientCertificateMode
+    package var minVersion: TLSVersion?
+    package var maxVersion: TLSVersion?
+    package var clientCertificate: ClientCertificateMode
     /// Session tickets and the session cache; off keeps a client's cached session from skipping a certificate.
-    public var resumption: Bool
+    package var resumption: Bool
     /// Closes send close_notify first; false closes the TCP connection without it (a truncation the client
     /// can only notice by its absence).
-    public var closeNotify: Bool
+    package var closeNotify: Bool
     /// The protocols ALPN offers, in order; nil: the listener's (`TLSOptions.alpn`).
-    public var alpn: [String]?
+    package var alpn: [String]?
     /// The scenario whose `tls` section decided, and which of its handshake steps (0-based); nil for the
     /// listener's default.
-    public var scenario: String?
-    public var step: Int?
+    package var scenario: String?
+    package var step: Int?
 
-    public init(
+    package init(
         certificate: TLSCertificateName? = nil, fault: TLSHandshakeFault? = nil, minVersion: TLSVersion? = nil,
         maxVersion: TLSVersion? = nil, clientCertificate: ClientCertificateMode = .none, resumption: Bool = true,
         closeNotify: Bool = true, scenario: String? = nil, step: Int? = nil
@@ -139,8 +139,8 @@ public struct TLSHandshakeDecision: Sendable, Equatable {
 }
 
 /// The names of TLS alerts (RFC 8446 §6, RFC 5246 §7.2), as the journal writes them.
-public enum TLSAlertNames {
-    public static func name(_ code: UInt8) -> String {
+package enum TLSAlertNames {
+    package static func name(_ code: UInt8) -> String {
         switch code {
         case 0: return "close_notify"
         case 10: return "unexpected_message"
@@ -176,24 +176,24 @@ public enum TLSAlertNames {
 
 /// A scenario's `tls` section: how the handshakes it decides go, one step per handshake, like a route's
 /// responses (ARCHITECTURE §3a).
-public struct TLSSection: Sendable, Equatable {
+package struct TLSSection: Sendable, Equatable {
     /// The server names (exact, or `*.suffix`) whose handshakes this section decides. Empty: every handshake
     /// that no other scenario's names claim.
-    public var serverNames: [String] = []
+    package var serverNames: [String] = []
     /// Each step answers `times` handshakes, in order.
-    public var handshakes: [TLSHandshakeStep] = [TLSHandshakeStep()]
+    package var handshakes: [TLSHandshakeStep] = [TLSHandshakeStep()]
     /// After the last step: repeat it, or cycle.
-    public var afterLast: AfterLast = .repeatLast
-    public var resumption = true
-    public var closeNotify = true
+    package var afterLast: AfterLast = .repeatLast
+    package var resumption = true
+    package var closeNotify = true
     /// The protocols ALPN offers for the handshakes this section decides, in order; nil: the listener's.
     /// `["http/1.1"]` keeps those clients on HTTP/1.1, `["h2"]` refuses the ones without HTTP/2.
-    public var alpn: [String]?
+    package var alpn: [String]?
 
-    public init() {}
+    package init() {}
 
     /// Whether `serverName` is one of this section's names.
-    public func claims(_ serverName: String?) -> Bool {
+    package func claims(_ serverName: String?) -> Bool {
         guard let serverName = serverName?.lowercased() else { return false }
         return serverNames.contains { pattern in
             pattern.hasPrefix("*.") ? serverName.hasSuffix(pattern.dropFirst(1)) : pattern == serverName
@@ -202,13 +202,13 @@ public struct TLSSection: Sendable, Equatable {
 }
 
 /// One step of a `tls` section's handshake script.
-public struct TLSHandshakeStep: Sendable, Equatable {
-    public var certificate: TLSCertificateName?
-    public var fault: TLSHandshakeFault?
-    public var minVersion: TLSVersion?
-    public var maxVersion: TLSVersion?
-    public var clientCertificate: ClientCertificateMode?
-    public var times = 1
+package struct TLSHandshakeStep: Sendable, Equatable {
+    package var certificate: TLSCertificateName?
+    package var fault: TLSHandshakeFault?
+    package var minVersion: TLSVersion?
+    package var maxVersion: TLSVersion?
+    package var clientCertificate: ClientCertificateMode?
+    package var times = 1
 
-    public init() {}
+    package init() {}
 }

@@ -1,79 +1,79 @@
 /// What a scenario expects of the client under test (ARCHITECTURE §8): the rules `GET /__faultline/report` judges.
 /// Every rule is optional; an absent rule is not judged.
-public struct Expectations: Sendable, Equatable {
+package struct Expectations: Sendable, Equatable {
     /// No request came before the time a 429/503 `Retry-After` allowed.
-    public var honorsRetryAfter = false
+    package var honorsRetryAfter = false
     /// Never more than one token refresh in flight at once.
-    public var singleFlightRefresh = false
+    package var singleFlightRefresh = false
     /// At most this many token refreshes in all.
-    public var maxRefreshes: Int?
+    package var maxRefreshes: Int?
     /// At most one side effect per idempotency key.
-    public var noDuplicateSideEffects = false
+    package var noDuplicateSideEffects = false
     /// A non-idempotent request (POST, PATCH) without an idempotency key is never sent twice.
-    public var retriesOnlyReplayable = false
+    package var retriesOnlyReplayable = false
     /// A non-idempotent request (POST, PATCH) without an idempotency key is sent again only when the server had
     /// said it was not processed: HTTP/2's REFUSED_STREAM, or a GOAWAY whose last stream id was below it
     /// (RFC 9113 §8.7). Over HTTP/1.1 no answer says so, so any such retry fails.
-    public var retriesOnlyUnprocessed = false
+    package var retriesOnlyUnprocessed = false
     /// A request the server said it did not process (HTTP/2 REFUSED_STREAM, or above a GOAWAY's last stream id) is
     /// sent again: RFC 9113 §8.7 makes that safe whatever the method, and a client that never does turns a graceful
     /// server restart into a user-visible error.
-    public var retriesRefusedStreams = false
+    package var retriesRefusedStreams = false
     /// At most this many attempts of one logical request.
-    public var maxAttempts: Int?
+    package var maxAttempts: Int?
     /// The waits before the n-th retry grow with n, judged across logical requests (`Verdicts.BackoffRule`);
     /// inconclusive with too few logical requests retried twice or more.
-    public var backoff = false
+    package var backoff = false
     /// With `backoff`: the waits before the same retry vary across logical requests (jitter).
-    public var jitter = false
+    package var jitter = false
     /// A request answered 4xx (other than 408, 409, 425, 429) is not sent again.
-    public var noRetryOn4xx = false
+    package var noRetryOn4xx = false
     /// A repeated GET of a resource whose earlier answer carried validators (and no `no-store`) carries
     /// If-None-Match or If-Modified-Since.
-    public var revalidatesWithValidators = false
+    package var revalidatesWithValidators = false
     /// A download a fault cut after N bytes is asked for again from where it stopped (Range from at most N,
     /// above 0) with If-Range, not restarted.
-    public var resumesDownloads = false
+    package var resumesDownloads = false
     /// Every PUT, PATCH and DELETE of a resource carries If-Match or If-Unmodified-Since (or, creating, If-None-Match).
-    public var conditionalWrites = false
+    package var conditionalWrites = false
     /// After a WebSocket session is dropped or refused, the waits before the reconnects grow.
-    public var reconnectBackoff = false
+    package var reconnectBackoff = false
     /// With `reconnectBackoff`: the waits scatter around their growth (jitter), so that many clients dropped at once
     /// do not come back in step.
-    public var reconnectJitter = false
+    package var reconnectJitter = false
     /// No WebSocket upgrade came before the time a refused upgrade's `Retry-After` allowed.
-    public var honorsRetryAfterOnUpgrade = false
+    package var honorsRetryAfterOnUpgrade = false
     /// Every WebSocket session after the first starts with client messages matching these, in order.
-    public var resubscribes: [BodyMatcher]?
+    package var resubscribes: [BodyMatcher]?
     /// The client pings at least this often (ms) in every session, or ends a session whose server went silent
     /// within this long.
-    public var heartbeatMilliseconds: Int?
+    package var heartbeatMilliseconds: Int?
     /// After an outage ends, the client's requests and connection attempts are spread: no more than `max` within any
     /// `withinMilliseconds` (ARCHITECTURE §3b).
-    public var noRequestStorm: StormLimit?
+    package var noRequestStorm: StormLimit?
     /// During an outage, the connection attempts the server can see come at growing intervals.
-    public var backsOffDuringOutage = false
+    package var backsOffDuringOutage = false
     /// How attempts of the same logical request are recognised (`Retries` says what makes one a retry of another).
-    public var logicalKey: LogicalRequestKey = .methodPathAndIdempotencyKey
+    package var logicalKey: LogicalRequestKey = .methodPathAndIdempotencyKey
 
-    public init() {}
+    package init() {}
 
-    public var isEmpty: Bool { self == Expectations() }
+    package var isEmpty: Bool { self == Expectations() }
 }
 
 /// `noRequestStorm`'s limit: at most `max` arrivals within any `withinMilliseconds` after an outage ends.
-public struct StormLimit: Sendable, Equatable {
-    public var max = 10
-    public var withinMilliseconds = 1000
+package struct StormLimit: Sendable, Equatable {
+    package var max = 10
+    package var withinMilliseconds = 1000
 
-    public init(max: Int = 10, withinMilliseconds: Int = 1000) {
+    package init(max: Int = 10, withinMilliseconds: Int = 1000) {
         self.max = max
         self.withinMilliseconds = withinMilliseconds
     }
 }
 
 /// How the verdicts group attempts into one logical request.
-public enum LogicalRequestKey: Sendable, Equatable {
+package enum LogicalRequestKey: Sendable, Equatable {
     /// Method, path and the `Idempotency-Key` value when present (the default).
     case methodPathAndIdempotencyKey
     /// The value of a header the client sets once per logical request (e.g. `X-Request-ID`); requests without

@@ -1,21 +1,21 @@
 /// A route step that accepts a WebSocket upgrade (`"websocket": {…}`, ARCHITECTURE §4c) and the session script it
 /// plays after the 101. The route's script decides which connection gets which step, so "the first connection
 /// fails, the second succeeds" is two steps.
-public struct WebSocketSpec: Sendable, Equatable {
+package struct WebSocketSpec: Sendable, Equatable {
     /// The subprotocols the server speaks, in preference order: the first the client offers is selected.
-    public var subprotocols: [String] = []
+    package var subprotocols: [String] = []
     /// Extra fields on the 101 (values may hold templates).
-    public var headers: [(name: String, value: String)] = []
-    public var script: [WebSocketStep] = []
+    package var headers: [(name: String, value: String)] = []
+    package var script: [WebSocketStep] = []
     /// A client message (or frame) over this size closes the session with 1009.
-    public var maxMessageBytes = 1 << 20
+    package var maxMessageBytes = 1 << 20
     /// Never answer the client's pings.
-    public var ignorePings = false
-    public var upgradeFault: WebSocketUpgradeFault?
+    package var ignorePings = false
+    package var upgradeFault: WebSocketUpgradeFault?
 
-    public init() {}
+    package init() {}
 
-    public static func == (lhs: WebSocketSpec, rhs: WebSocketSpec) -> Bool {
+    package static func == (lhs: WebSocketSpec, rhs: WebSocketSpec) -> Bool {
         lhs.subprotocols == rhs.subprotocols && lhs.script == rhs.script && lhs.maxMessageBytes == rhs.maxMessageBytes
             && lhs.ignorePings == rhs.ignorePings && lhs.upgradeFault == rhs.upgradeFault
             && lhs.headers.map(\.name) == rhs.headers.map(\.name) && lhs.headers.map(\.value) == rhs.headers.map(\.value)
@@ -23,7 +23,7 @@ public struct WebSocketSpec: Sendable, Equatable {
 }
 
 /// An opening handshake that is wrong on purpose (a client must fail the connection, RFC 6455 §4.1).
-public enum WebSocketUpgradeFault: String, Sendable, Equatable, CaseIterable {
+package enum WebSocketUpgradeFault: String, Sendable, Equatable, CaseIterable {
     /// `Sec-WebSocket-Accept` computed from another key.
     case wrongAccept = "wrong-accept"
     /// A `Sec-WebSocket-Protocol` the client did not offer.
@@ -31,7 +31,7 @@ public enum WebSocketUpgradeFault: String, Sendable, Equatable, CaseIterable {
 }
 
 /// What a data message carries.
-public enum WebSocketPayload: Sendable, Equatable {
+package enum WebSocketPayload: Sendable, Equatable {
     /// A text message; templates are rendered from the upgrade request, `{{n}}` is the repetition (1, 2, …).
     case text(String)
     case binary([UInt8])
@@ -41,7 +41,7 @@ public enum WebSocketPayload: Sendable, Equatable {
 
 /// One step of a session script, run in order; the session stays open after the last step until the client
 /// closes (pings answered, messages read and journaled).
-public enum WebSocketStep: Sendable, Equatable {
+package enum WebSocketStep: Sendable, Equatable {
     /// Send a message; with `everyMilliseconds`, `times` messages that far apart (the first at once).
     case send(WebSocketPayload, everyMilliseconds: Int?, times: Int)
     case wait(milliseconds: Int)
@@ -57,7 +57,7 @@ public enum WebSocketStep: Sendable, Equatable {
 }
 
 /// The ways a session breaks on purpose (ARCHITECTURE §4c).
-public enum WebSocketFault: Sendable, Equatable {
+package enum WebSocketFault: Sendable, Equatable {
     /// The connection ends with no close frame (the client's 1006): RST, or FIN.
     case drop(reset: Bool)
     /// A close frame is sent, but the socket stays open and the client's close is never answered.
@@ -72,7 +72,7 @@ public enum WebSocketFault: Sendable, Equatable {
     case silence
 
     /// The fault's name in the journal.
-    public var name: String {
+    package var name: String {
         switch self {
         case .drop(let reset): reset ? "drop" : "drop-fin"
         case .closeKeepOpen: "close-keep-open"

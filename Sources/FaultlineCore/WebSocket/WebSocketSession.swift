@@ -40,7 +40,7 @@ public struct WebSocketFrameRecord: Sendable, Equatable {
     public var text: String?
     public var atMonotonicNanos: UInt64
 
-    public init(direction: Direction, opcode: String, fin: Bool, size: Int, text: String?, atMonotonicNanos: UInt64) {
+    package init(direction: Direction, opcode: String, fin: Bool, size: Int, text: String?, atMonotonicNanos: UInt64) {
         self.direction = direction
         self.opcode = opcode
         self.fin = fin
@@ -64,7 +64,7 @@ public struct WebSocketEnd: Sendable, Equatable {
     public var fault: String?
     public var atMonotonicNanos: UInt64
 
-    public init(by: Party, code: Int?, reason: String, clean: Bool, fault: String?, atMonotonicNanos: UInt64) {
+    package init(by: Party, code: Int?, reason: String, clean: Bool, fault: String?, atMonotonicNanos: UInt64) {
         self.by = by
         self.code = code
         self.reason = reason
