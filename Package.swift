@@ -56,11 +56,16 @@ let package = Package(
         // decisions, and a session over memory BIOs. No sockets and no loop (the transport that carries it over
         // TCP is the server's), so the tls-accept fuzzer builds it alone.
         .target(name: "FaultlineTLS", dependencies: ["FaultlineCore", "COpenSSL"]),
-        // The admin API's OpenAPI document is compiled into the binary as bytes (`PackageResources.openapi_json`):
-        // served at `/__faultline/openapi.json` with no file needed at run time. docs/openapi.json links to it.
+        // The admin API's OpenAPI document and the dashboard's page, script, style and icon are compiled into the
+        // binary as bytes (`PackageResources.openapi_json`, `.dashboard_js`, …): served under `/__faultline/` with no
+        // file needed at run time. docs/openapi.json links to the first.
         .target(
             name: "Faultline", dependencies: ["FaultlineCore", "FaultlineClient", "FaultlineHTTP2", "FaultlineTLS", "CLibevent", "COpenSSL"],
-            resources: [.embedInCode("Resources/openapi.json")]),
+            resources: [
+                .embedInCode("Resources/openapi.json"), .embedInCode("Resources/dashboard.html"),
+                .embedInCode("Resources/dashboard.js"), .embedInCode("Resources/dashboard.css"),
+                .embedInCode("Resources/favicon.svg"),
+            ]),
         .target(name: "FaultlineTesting", dependencies: ["Faultline"]),
         // The executable `faultline` (the product's name is the binary's): the command line's parser and commands.
         // Its target, folder and module are named apart from the library's (`Faultline`), since a case-insensitive

@@ -20,6 +20,7 @@ final class AdminAPI {
     }
 
     static let endpoints: [(method: String, path: String, summary: String)] = [
+        ("GET", "/__faultline/", "the dashboard in a browser (Accept: text/html); otherwise this index as JSON"),
         ("GET", "/__faultline/health", "liveness, version, counters"),
         ("GET", "/__faultline/requests", "journal entries; filters: route, method, path, status, since, matched, malformed, completed, connection, limit"),
         ("GET", "/__faultline/requests.har", "the journal as an HTTP Archive (HAR 1.2); the same filters as /requests"),
@@ -51,7 +52,7 @@ final class AdminAPI {
         }
         let methods: [String]
         switch path {
-        case "health": methods = ["GET"]
+        case "", "health": methods = ["GET"]
         case "requests": methods = ["GET", "DELETE"]
         case "requests/count", "requests/wait", "requests.har": methods = ["GET"]
         case "scenarios": methods = ["GET", "POST"]
@@ -59,6 +60,7 @@ final class AdminAPI {
         case "state", "report", "openapi.json", "resources": methods = ["GET"]
         case "resources/change", "record/stop": methods = ["POST"]
         case "network": methods = ["GET", "POST"]
+        case _ where path.hasPrefix("ui/") && DashboardPage.asset(String(path.dropFirst(3))) != nil: methods = ["GET"]
         default:
             respond(404, .object([
                 ("error", .string("no admin endpoint \(request.path)")),
@@ -86,6 +88,15 @@ final class AdminAPI {
             return
         }
         switch (request.method, path) {
+        case ("GET", ""), ("HEAD", ""):
+            if DashboardPage.wantsHTML(request.headers["accept"]) {
+                reply(ResponseScript.simple(for: request, response: Self.page(DashboardPage.served, "text/html; charset=utf-8")), nil)
+            } else {
+                respond(200, Self.index())
+            }
+        case (_, _) where path.hasPrefix("ui/"):
+            let asset = DashboardPage.asset(String(path.dropFirst(3)))!
+            reply(ResponseScript.simple(for: request, response: Self.page(asset.bytes, asset.contentType)), nil)
         case ("GET", "health"), ("HEAD", "health"):
             respond(200, .object([
                 ("status", .string("ok")),
@@ -210,6 +221,34 @@ final class AdminAPI {
         default:
             respond(405, .object([("error", .string("\(request.method) is not allowed on \(request.path)"))]))
         }
+    }
+
+    // MARK: - The dashboard
+
+    /// `GET /__faultline/` for anything but a browser: what the admin API offers.
+    static func index() -> JSONValue {
+        .object([
+            ("name", .string("faultline admin API")),
+            ("version", .string(Faultline.version)),
+            ("dashboard", .string("open /__faultline/ in a browser (Accept: text/html)")),
+            ("openapi", .string("/__faultline/openapi.json")),
+            ("endpoints", .array(endpoints.map { endpoint in
+                .object([("method", .string(endpoint.method)), ("path", .string(endpoint.path)), ("summary", .string(endpoint.summary))])
+            })),
+        ])
+    }
+
+    /// The dashboard's page or one of its assets, with the served policy; `Vary: Accept` since `/__faultline/`
+    /// answers JSON to anything but a browser, and revalidated each time (a new binary brings new assets).
+    private static func page(_ bytes: [UInt8], _ contentType: String) -> HTTPResponse {
+        HTTPResponse(status: 200, headers: HTTPHeaders([
+            ("Content-Type", contentType),
+            ("Content-Security-Policy", DashboardPage.servedPolicy),
+            ("X-Content-Type-Options", "nosniff"),
+            ("Referrer-Policy", "no-referrer"),
+            ("Cache-Control", "no-cache"),
+            ("Vary", "Accept"),
+        ]), body: bytes)
     }
 
     // MARK: - Network
