@@ -141,6 +141,9 @@ def test_report_state_and_scenarios_say_what_the_timeline_draws(start_faultline,
     assert entries[2]["receivedAtMonotonicMs"] >= observation["windowEndMs"], "the honoured retry lands after the window"
 
     routes = {route["id"]: route for route in server.admin_json("GET", "scenarios")["scenarios"][0]["routes"]}
+    assert routes["item"]["script"][0] == {"kind": "plain", "status": 503, "headers": [["Retry-After", "1"]], "times": 1,
+                                           "fault": None, "delay": None, "drip": None, "closeConnection": False}
+    assert routes["slow"]["script"][0]["delay"] == "600 ms"
     assert routes["item"]["cursors"] == [{"partition": None, "served": 2, "nextStep": 1, "exhausted": True}]
     assert routes["slow"]["cursors"] == [{"partition": None, "served": 0, "nextStep": 0, "exhausted": False}]
     assert routes["keyed"]["cursors"] == [{"partition": "a", "served": 1, "nextStep": 1, "exhausted": False}]

@@ -432,10 +432,41 @@ final class AdminAPI {
                     ("prefix", .bool(route.match.path?.isPrefix ?? false)),
                     ("steps", .int(route.responses.count)),
                     ("afterLast", .string(route.afterLast.rawValue)),
+                    ("script", .array(route.responses.map(Self.describe))),
                     ("cursors", .array(cursors[route.id]?.cursors ?? [])),
                     ("partitions", .int(cursors[route.id]?.partitions ?? 0)),
                 ])
             })),
+        ])
+    }
+
+    /// A step as written, in short: what the dashboard shows beside an entry that it answered (the journal keeps
+    /// the request, not the response's header section). Header values and bodies are the templates, not their
+    /// expansions.
+    private static func describe(_ step: ResponseStep) -> JSONValue {
+        let kind: String
+        switch step.kind {
+        case .plain: kind = "plain"
+        case .resource: kind = "resource"
+        case .websocket: kind = "websocket"
+        case .proxy: kind = "proxy"
+        }
+        let delay: JSONValue
+        switch step.delay {
+        case nil: delay = .null
+        case .fixed(let ms)?: delay = .string("\(ms) ms")
+        case .uniform(let low, let high)?: delay = .string("\(low)–\(high) ms, uniform")
+        case .logNormal(let median, let sigma)?: delay = .string("log-normal, median \(median) ms, σ \(sigma)")
+        }
+        return .object([
+            ("kind", .string(kind)),
+            ("status", .int(step.status)),
+            ("headers", .array(step.headers.map { .array([.string($0.name), .string($0.value)]) })),
+            ("times", .int(step.times)),
+            ("fault", step.fault.map { .string($0.name.rawValue) } ?? .null),
+            ("delay", delay),
+            ("drip", step.drip.map { .string("\($0.size) bytes every \($0.intervalMilliseconds) ms") } ?? .null),
+            ("closeConnection", .bool(step.closeConnection)),
         ])
     }
 
