@@ -58,7 +58,7 @@ import Testing
         #expect((try? Self.parse("verify")) == .verify(VerifyOptions(server: ServerLocation())))
         #expect(Self.error("verify --strict=yes") == "verify: --strict takes no value")
         #expect(Self.error("verify http://h:1") == "verify: unexpected argument http://h:1")
-        #expect(Self.error("export --url h --format xml") == "export: --format must be har or ndjson, got \"xml\"")
+        #expect(Self.error("export --url h --format xml") == "export: --format must be har, ndjson or html, got \"xml\"")
         #expect(Self.error("validate") == "validate: give at least one file or folder")
         #expect(Self.error("serve --port=70000") == "serve: --port must be an integer in 0…65535, got \"70000\"")
     }
