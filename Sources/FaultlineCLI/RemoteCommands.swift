@@ -98,13 +98,9 @@ package enum RemoteCommands {
                 if case .array(let entries)? = data["requests"]?["requests"] { journal = entries }
             }
         } else if options.junit != nil {
-            switch await getJSON(url, "/__faultline/requests", "verify", answering: "the journal") {
+            switch await getJSON(url, "/__faultline/requests", "verify", answering: "the journal", listing: "requests") {
             case .failure(let failure): return .failure(failure.message, failure.code)
-            case .success(let answer):
-                guard case .array(let entries)? = answer["requests"] else {
-                    return .failure("verify: \(url)/__faultline/requests did not answer with the journal", 2)
-                }
-                journal = entries
+            case .success(let answer): if case .array(let entries)? = answer["requests"] { journal = entries }
             }
         }
         var outcome = CommandOutcome()
@@ -174,12 +170,10 @@ package enum RemoteCommands {
             case .success(let document): text = document.prettySerialized() + "\n"
             }
         case .ndjson:
-            switch await getJSON(url, "/__faultline/requests", "export", answering: "the journal") {
+            switch await getJSON(url, "/__faultline/requests", "export", answering: "the journal", listing: "requests") {
             case .failure(let failure): return .failure(failure.message, failure.code)
             case .success(let document):
-                guard case .array(let entries)? = document["requests"] else {
-                    return .failure("export: \(url)/__faultline/requests did not answer with the journal", 2)
-                }
+                guard case .array(let entries)? = document["requests"] else { return .failure("export: no journal", 2) }
                 text = entries.map { $0.serialized() + "\n" }.joined()
             }
         case .html:
@@ -205,12 +199,14 @@ package enum RemoteCommands {
         ]
         var answers: [String: JSONValue] = [:]
         if let report { answers["report"] = report }
-        for (name, path, what) in [
-            ("health", "/__faultline/health", "its health"), ("report", "/__faultline/report", "a report"),
-            ("requests", "/__faultline/requests", "the journal"), ("state", "/__faultline/state", "its state"),
-            ("scenarios", "/__faultline/scenarios", "its scenarios"), ("network", "/__faultline/network", "its network conditions"),
-        ] where answers[name] == nil {
-            switch await getJSON(base, path, command, answering: what) {
+        let sources: [(name: String, path: String, what: String, listing: String?)] = [
+            ("health", "/__faultline/health", "its health", nil), ("report", "/__faultline/report", "a report", "verdicts"),
+            ("requests", "/__faultline/requests", "the journal", "requests"), ("state", "/__faultline/state", "its state", nil),
+            ("scenarios", "/__faultline/scenarios", "its scenarios", nil),
+            ("network", "/__faultline/network", "its network conditions", nil),
+        ]
+        for (name, path, what, listing) in sources where answers[name] == nil {
+            switch await getJSON(base, path, command, answering: what, listing: listing) {
             case .failure(let failure): return .failure(failure)
             case .success(let answer): answers[name] = answer
             }
@@ -239,15 +235,16 @@ package enum RemoteCommands {
         }
     }
 
-    /// `base` + `path` answered with 200 and JSON; else "COMMAND: URL did not answer with WHAT", exit 2 (or 64 for
-    /// a base that is not an http URL).
-    static func getJSON(_ base: String, _ path: String, _ command: String, answering what: String) async
-        -> Result<JSONValue, CommandFailure> {
+    /// `base` + `path` answered with 200 and JSON (an object with an array named `listing`, when given); else
+    /// "COMMAND: URL did not answer with WHAT", exit 2 (or 64 for a base that is not an http URL).
+    static func getJSON(_ base: String, _ path: String, _ command: String, answering what: String,
+                        listing: String? = nil) async -> Result<JSONValue, CommandFailure> {
         guard let url = endpoint(base, path) else { return .failure(CommandFailure("\(command): \(base) is not an http URL", 64)) }
         switch await get(url, command) {
         case .failure(let failure): return .failure(failure)
         case .success(let answer):
-            guard answer.status == 200, let json = answer.json else {
+            guard answer.status == 200, let json = answer.json,
+                  listing.map({ key in if case .array? = json[key] { true } else { false } }) ?? true else {
                 return .failure(CommandFailure("\(command): \(url) did not answer with \(what)", 2))
             }
             return .success(json)
