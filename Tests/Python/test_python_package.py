@@ -352,6 +352,52 @@ def test_binary_path_order(tmp_path, monkeypatch):
     assert not faultline.BUNDLED.exists(), "a binary in the source tree's src/faultline/bin would shadow PATH"
 
 
+MY_CLIENT = '''
+import json
+import time
+import urllib.error
+import urllib.request
+
+
+def get_product(base_url, product_id, attempts=4):
+    for _ in range(attempts):
+        try:
+            with urllib.request.urlopen(f"{base_url}/v1/products/{product_id}", timeout=5) as response:
+                return json.load(response)
+        except urllib.error.HTTPError as error:
+            if error.code != 503:
+                raise
+            time.sleep(float(error.headers.get("Retry-After", "1")))
+    raise RuntimeError("gave up")
+'''
+
+
+def readme_samples():
+    """The "From pytest" sample of README.md (an indented block: README.md's fenced python blocks are run by
+    test_readme.py, where the package is not importable) and the first python block of packaging/python/README.md."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    start = lines.index("### From pytest") + 1
+    while not lines[start].startswith("    "):
+        start += 1
+    end = start
+    while end < len(lines) and (lines[end].startswith("    ") or not lines[end].strip()):
+        end += 1
+    main = "\n".join(line[4:] for line in lines[start:end]).strip() + "\n"
+    package = (PACKAGE / "README.md").read_text()
+    fenced = package.split("```python\n", 1)[1].split("```", 1)[0]
+    return main, fenced
+
+
+def test_the_readme_samples_pass_against_the_bundled_scenario(suite):
+    main, package = readme_samples()
+    assert main == package, "README.md's From pytest sample and packaging/python/README.md's differ"
+    assert main.count("\n") <= 10 and "faultline.assert_verdicts" in main
+    shutil.copy(ROOT / "scenarios" / "flaky-catalogue.json", suite.path / "scenarios")
+    suite.makepyfile(my_client=MY_CLIENT, test_sample=main)
+    result = suite.run_suite()
+    result.assert_outcomes(passed=1)
+
+
 # -- the wheel --------------------------------------------------------------------------------------------------
 
 
