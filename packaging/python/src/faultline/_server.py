@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import http.client
 import json
+from collections import abc
 import os
 import queue
 import shutil
@@ -64,7 +65,7 @@ class Server:
     def __init__(self, scenarios: Optional[Iterable[ScenarioSource]] = None, args: Sequence[Any] = (),
                  binary: Optional[str] = None, tls: bool = False, startup_timeout: float = 10.0,
                  env: Optional[Mapping[str, str]] = None, cwd: Optional[Union[str, "os.PathLike[str]"]] = None):
-        if isinstance(scenarios, (str, os.PathLike, Mapping)):
+        if isinstance(scenarios, (str, os.PathLike, abc.Mapping)):
             scenarios = [scenarios]
         self.scenarios = list(scenarios or [])
         self.args = [str(a) for a in args]
@@ -105,7 +106,7 @@ class Server:
     def _scenario_paths(self, sources: Iterable[ScenarioSource]) -> List[str]:
         paths = []
         for source in sources:
-            if isinstance(source, Mapping):
+            if isinstance(source, abc.Mapping):
                 assert self._dir is not None
                 index = len(os.listdir(self._dir))
                 name = str(source.get("name", "scenario")).replace(os.sep, "_")
@@ -313,8 +314,8 @@ class Server:
         """Loads scenarios in place of the loaded ones (``add=True``: beside them): a dict, a file or folder path,
         or a list of those. Raises FaultlineError listing every problem when they do not load; the scenarios
         already loaded keep serving then."""
-        sources = [scenario] if isinstance(scenario, (str, os.PathLike, Mapping)) else list(scenario)
-        if all(isinstance(s, Mapping) for s in sources):
+        sources = [scenario] if isinstance(scenario, (str, os.PathLike, abc.Mapping)) else list(scenario)
+        if all(isinstance(s, abc.Mapping) for s in sources):
             body: Any = [dict(s) for s in sources]
         else:
             if self._dir is None:
