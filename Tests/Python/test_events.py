@@ -63,7 +63,8 @@ def test_events_start_with_a_reset_then_carry_new_and_changed_entries(start_faul
     cursor = first["cursor"]
 
     quiet = events(server, cursor=cursor, timeoutMs=0)
-    assert quiet == {"instance": first["instance"], "cursor": cursor, "reset": False, "state": False, "entries": []}
+    assert quiet == {"instance": first["instance"], "cursor": cursor, "reset": False, "state": False, "skipped": 0,
+                     "entries": []}
 
     # A long-poll that is waiting when a request arrives answers with it (recorded pending, then again finished).
     answers = []
@@ -189,3 +190,16 @@ def test_a_watcher_sees_every_entry_of_a_burst_in_a_few_coalesced_answers(start_
     assert seen == set(range(1, 301)), "every entry of the burst reached the watcher"
     # At most four rounds a second (one every 250 ms), plus the first and the last.
     assert len(answers) <= elapsed / 0.25 + 2, (len(answers), elapsed)
+
+
+def test_an_answer_carries_the_newest_entries_and_counts_the_rest(start_faultline, write_scenario):
+    server = start_faultline(write_scenario(RETRY))
+    cursor = events(server)["cursor"]
+    with requests.Session() as client:
+        for _ in range(2100):
+            client.get(server.url + "/item", timeout=5)
+    server.wait_for(2100, completed=True, timeout_ms=20000)
+    answer = events(server, cursor=cursor, timeoutMs=0)
+    assert answer["reset"] is False
+    assert [entry["sequence"] for entry in answer["entries"]] == list(range(101, 2101)), "the newest 2,000"
+    assert answer["skipped"] == 100

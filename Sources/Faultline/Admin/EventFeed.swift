@@ -8,11 +8,13 @@ import FaultlineCore
 /// journal change. The first call without a cursor switches the feed on; from then on each change appends one
 /// integer (the sequence changed) to a log, and a caller's cursor is a position in that log. A minute without any
 /// call switches it off again and forgets the log; a cursor from before (or from another server process:
-/// `instance`) gets `reset: true`, meaning "fetch `/requests` again", as does a cleared journal.
+/// `instance`) gets `reset: true`, meaning "fetch `/requests` again", as does a cleared journal. An answer carries at
+/// most `maxEntriesPerAnswer` entries, the newest; `skipped` counts the changed ones it left out.
 ///
 /// Answers are coalesced: the first change after a caller started waiting answers it `flushMilliseconds` later
-/// (`minimumIntervalMilliseconds` after the previous round at the soonest), with everything that changed meanwhile,
-/// so a burst of requests costs one answer per watcher. Loop thread only.
+/// (`minimumIntervalMilliseconds` after the previous round at the soonest, and never sooner than nine times that
+/// round's own cost: the feed takes at most a tenth of the loop), with everything that changed meanwhile, so a burst
+/// of requests costs one answer per watcher. Loop thread only.
 final class EventFeed {
     /// The log's markers besides sequence numbers (which start at 1).
     private static let stateChanged = 0
@@ -26,8 +28,12 @@ final class EventFeed {
     static let minimumIntervalMilliseconds = 250
     /// The log is trimmed to half when it grows past this; a cursor before the trimmed part gets `reset`.
     static let logCapacity = 100_000
-    /// More changed entries than this in one answer: `reset` instead (the journal itself is the cheaper answer).
-    static let maxEntriesPerAnswer = 5_000
+    /// At most this many entries in one answer: the newest of those that changed; `skipped` counts the others
+    /// (a load test's thousands a second are in the journal, not all on the page).
+    static let maxEntriesPerAnswer = 2_000
+    /// A round of answers may take at most this share of the loop: the next round waits nine times as long as
+    /// the last one took to build (serializing entries is the feed's one real cost).
+    static let dutyDivisor: UInt64 = 10
 
     private struct Wait {
         var cursor: Int
@@ -45,8 +51,9 @@ final class EventFeed {
     /// The stamp from which changes are tracked (the feed was switched on then); earlier cursors get `reset`.
     private var trackedFrom = 0
     private var lastCallNanos: UInt64 = 0
-    /// When the last round of coalesced answers went out.
+    /// When the last round of coalesced answers went out, and how long it took to build and hand over.
     private var lastAnswerNanos: UInt64 = 0
+    private var lastRoundNanos: UInt64 = 0
     private var waits: [Int: Wait] = [:]
     private var nextWaitID = 1
     private var flushTimer: LoopTimer?
@@ -92,7 +99,8 @@ final class EventFeed {
     private func scheduleFlush() {
         guard flushTimer == nil else { return }
         let sinceLast = Int(min((Clock.monotonicNanos() &- lastAnswerNanos) / 1_000_000, 1_000_000))
-        let delay = max(Self.flushMilliseconds, Self.minimumIntervalMilliseconds - sinceLast)
+        let interval = max(Self.minimumIntervalMilliseconds, Int(lastRoundNanos * (Self.dutyDivisor - 1) / 1_000_000))
+        let delay = max(Self.flushMilliseconds, interval - sinceLast)
         flushTimer = LoopTimer(loop: core.loop, milliseconds: delay) { [unowned self] in
             flushTimer = nil
             answerAll()
@@ -151,19 +159,19 @@ final class EventFeed {
             default: sequences.insert(marker)
             }
         }
-        if reset || sequences.count > Self.maxEntriesPerAnswer {
-            return answer(entries: [], reset: true, state: true)
-        }
-        let entries = sequences.sorted().compactMap { core.journal.entry($0)?.json() }
-        return answer(entries: entries, reset: false, state: state)
+        if reset { return answer(entries: [], reset: true, state: true) }
+        let newest = sequences.sorted().suffix(Self.maxEntriesPerAnswer)
+        let entries = newest.compactMap { core.journal.entry($0)?.json() }
+        return answer(entries: entries, reset: false, state: state, skipped: sequences.count - newest.count)
     }
 
-    private func answer(entries: [JSONValue], reset: Bool, state: Bool) -> JSONValue {
+    private func answer(entries: [JSONValue], reset: Bool, state: Bool, skipped: Int = 0) -> JSONValue {
         .object([
             ("instance", .string(instance)),
             ("cursor", .int(cursor)),
             ("reset", .bool(reset)),
             ("state", .bool(state)),
+            ("skipped", .int(skipped)),
             ("entries", .array(entries)),
         ])
     }
@@ -171,12 +179,14 @@ final class EventFeed {
     private func answerAll() {
         let answering = waits
         waits = [:]
-        lastCallNanos = Clock.monotonicNanos()
-        lastAnswerNanos = lastCallNanos
+        let started = Clock.monotonicNanos()
         for wait in answering.values.sorted(by: { $0.cursor < $1.cursor }) {
             wait.timer.cancel()
             wait.done(changes(since: wait.cursor))
         }
+        lastCallNanos = Clock.monotonicNanos()
+        lastAnswerNanos = lastCallNanos
+        lastRoundNanos = lastCallNanos &- started
     }
 
     /// The connection that asked has closed.
