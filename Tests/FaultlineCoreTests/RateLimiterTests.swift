@@ -329,9 +329,13 @@ struct RetryAfterTrackerTests {
         var tracker = RetryAfterTracker()
         Self.advertise(&tracker, sequence: 1, retryAfter: "2", wait: 2000, at: 10_000, delivered: 10_000)
         let observation = tracker.arrived(key: Self.bucket, sequence: 2, nowNanos: Self.ms(11_500))
-        #expect(observation == RetryAfterTracker.Observation(
+        var expected = RetryAfterTracker.Observation(
             key: Self.bucket, advertisedSequence: 1, retrySequence: 2, advertisedWaitMilliseconds: 2000,
-            actualWaitMilliseconds: 1500, earlyByMilliseconds: 500))
+            actualWaitMilliseconds: 1500, earlyByMilliseconds: 500)
+        // The window a retry would be early in: from the head (10 s) to the earliest honoured moment (12 s).
+        expected.windowStartNanos = Self.ms(10_000)
+        expected.windowEndNanos = Self.ms(12_000)
+        #expect(observation == expected)
         #expect(observation?.honoured == false)
         #expect(tracker.pending.isEmpty)
     }
@@ -469,9 +473,10 @@ struct RetryAfterTrackerTests {
         Self.advertise(&tracker, key: .route(id: "b", partition: "p"), sequence: 3, status: 503, retryAfter: "2", wait: 2000,
                        at: 700)
         let expected = #"{"retries":1,"honoured":0,"early":1,"observations":[{"key":"rate-limit a []","advertisedSequence":1,"#
-            + #""retrySequence":2,"advertisedWaitMs":1000,"actualWaitMs":500,"earlyByMs":500,"honoured":false}],"#
+            + #""retrySequence":2,"advertisedWaitMs":1000,"actualWaitMs":500,"earlyByMs":500,"honoured":false,"#
+            + #""windowStartMs":100,"windowEndMs":1100}],"#
             + #""pending":[{"key":"route b [p]","sequence":3,"status":503,"retryAfter":"2","sentAtMs":700,"#
-            + #""deliveredAtMs":null,"earliestRetryMs":2700}]}"#
+            + #""deliveredAtMs":null,"earliestRetryMs":2700,"windowStartMs":700,"windowEndMs":2700}]}"#
         #expect(tracker.stateJSON().serialized() == expected)
         tracker.reset()
         #expect(tracker.observations.isEmpty)
