@@ -2,8 +2,10 @@
 # Installs what building and testing Faultline needs on Debian (apt) or macOS (Homebrew), only when it is missing:
 #   libevent-dev, libssl-dev and libnghttp2-dev (the server; OpenSSL 3 for TLS, nghttp2 for HTTP/2), nghttp2-client
 #   (nghttp and h2load: HTTP/2 tests and benchmarks), openssl (the CLI, for TLS tests), curl (live tests), golang-go (Tests/Python/test_faults.py builds a Go net/http
-#   client), Python's requests + pytest + jsonschema (client and schema tests) and schemathesis
-#   (Tests/Python/test_openapi.py fuzzes the admin API against docs/openapi.json).
+#   client), node-ws (WebSocket tests), Python's requests + pytest + jsonschema (client and schema tests), httpx +
+#   cryptography + h2 (TLS and HTTP/2 tests), websockets, schemathesis (Tests/Python/test_openapi.py fuzzes the admin
+#   API against docs/openapi.json), xmlschema (Tests/Python/test_junit.py validates `verify --junit` files against
+#   junit.xsd) and selenium with chromium + chromium-driver (the HTML report in a headless browser; Linux only).
 # Usage: scripts/ensure-deps.sh [build|test|bench|hotpath]
 set -euo pipefail
 need="${1:-build}"
@@ -23,6 +25,9 @@ if [ "$need" = test ]; then
     command -v h2load >/dev/null || apt_packages+=(nghttp2-client)
     # node's WebSocket client (node 20 has none built in): Debian's node-ws, for Tests/Python/test_websocket.py.
     [ -d /usr/share/nodejs/ws ] || apt_packages+=(node-ws)
+    # A headless browser for the HTML report (selenium drives it): Debian's chromium and its chromedriver.
+    [ -x /usr/bin/chromium ] || apt_packages+=(chromium)
+    [ -x /usr/bin/chromedriver ] || apt_packages+=(chromium-driver)
 fi
 if [ "$need" = bench ]; then
     command -v wrk >/dev/null || apt_packages+=(wrk)
@@ -41,6 +46,8 @@ if [ "$(uname)" = Darwin ]; then
     if [ "$need" = test ]; then
         command -v go >/dev/null || brew_packages+=(go)
         command -v node >/dev/null || brew_packages+=(node)
+        # Nothing from brew for the browser tests: selenium (pip, below) finds or fetches a Chrome and its driver
+        # itself (Selenium Manager), so chromium and chromium-driver are apt packages only.
     fi
     if [ "$need" = bench ]; then
         command -v wrk >/dev/null || brew_packages+=(wrk)
@@ -101,6 +108,22 @@ if [ "$need" = test ]; then
             fi
             $sudo python3 -m pip install -q --break-system-packages --root-user-action=ignore \
                 --no-warn-script-location schemathesis
+        fi
+    fi
+    # xmlschema (Tests/Python/test_junit.py) and selenium (the HTML report in a browser): as schemathesis, pip, or
+    # where pip may not install, --break-system-packages into /usr/local.
+    python_packages=()
+    python3 -c 'import xmlschema' 2>/dev/null || python_packages+=(xmlschema)
+    python3 -c 'import selenium' 2>/dev/null || python_packages+=(selenium)
+    if [ "${#python_packages[@]}" -gt 0 ]; then
+        echo "ensure-deps: installing Python packages ${python_packages[*]}" >&2
+        if ! python3 -m pip install -q "${python_packages[@]}" 2>/dev/null; then
+            if ! python3 -m pip --version >/dev/null 2>&1; then
+                $sudo apt-get update -qq
+                DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-pip >/dev/null
+            fi
+            $sudo python3 -m pip install -q --break-system-packages --root-user-action=ignore \
+                --no-warn-script-location "${python_packages[@]}"
         fi
     fi
 fi

@@ -7,7 +7,8 @@ package enum CommandLineRequest: Equatable, Sendable {
     case validate(paths: [String])
     /// Fetch `/__faultline/report` from a running server; exit non-zero on any failed rule.
     case verify(VerifyOptions)
-    /// Fetch a running server's journal as HAR or NDJSON and write it to a file or stdout.
+    /// Fetch a running server's journal as HAR or NDJSON, or all of it as an HTML report, and write it to a file or
+    /// stdout.
     case export(ExportOptions)
     /// Use the local certificate authority: export its certificate, issue a client certificate, print pins.
     case ca(CAOptions)
@@ -97,11 +98,18 @@ package struct VerifyOptions: Equatable, Sendable {
     package var strict = false
     /// Judge only this scenario (`GET /__faultline/report?scenario=NAME`).
     package var scenario: String?
+    /// Also write the verdicts to this file as JUnit XML (`JUnitReport`).
+    package var junit: String?
+    /// Also write the run to this file as the self-contained HTML report (`DashboardPage.selfContained`).
+    package var html: String?
 
-    package init(server: ServerLocation, strict: Bool = false, scenario: String? = nil) {
+    package init(server: ServerLocation, strict: Bool = false, scenario: String? = nil, junit: String? = nil,
+                 html: String? = nil) {
         self.server = server
         self.strict = strict
         self.scenario = scenario
+        self.junit = junit
+        self.html = html
     }
 }
 
@@ -113,6 +121,9 @@ package struct ExportOptions: Equatable, Sendable {
         case har
         /// One journal entry per line, as `GET /__faultline/requests` gives them.
         case ndjson
+        /// The dashboard as one self-contained file, with the journal, report, state, scenarios and network
+        /// conditions embedded (`DashboardPage.selfContained`).
+        case html
     }
 
     /// Where the running faultline is.
@@ -298,6 +309,8 @@ struct RemoteParse {
     var portFile: String?
     var strict = false
     var scenario: String?
+    var junit: String?
+    var html: String?
     var format = ExportOptions.Format.har
     var output: String?
 }
@@ -495,7 +508,10 @@ package enum FaultlineCommandLine {
 
     static let verify = CommandSpec<RemoteParse>(
         name: "verify",
-        summary: "Print a running server's verdicts (GET /__faultline/report); exit 1 if any rule failed.",
+        summary: """
+            Print a running server's verdicts (GET /__faultline/report); exit 1 if any rule failed. --junit and \
+            --html also write them to files for CI, whatever the verdicts.
+            """,
         positionals: nil, positionalsOptional: true,
         options: [
             urlOption, remotePortFileOption,
@@ -503,19 +519,32 @@ package enum FaultlineCommandLine {
                 parse.strict = true
             },
             OptionSpec(["--scenario"], value: "NAME", "judge only the scenario NAME") { $0.scenario = $1 },
+            OptionSpec(["--junit"], value: "F", """
+                also write the verdicts to F as JUnit XML: a testsuite per scenario, a testcase per rule (failed: a \
+                failure listing the evidence; inconclusive: skipped, a failure with --strict)
+                """) { $0.junit = $1 },
+            OptionSpec(["--html"], value: "F", "also write the run to F as a self-contained HTML report (as export --format html)") {
+                $0.html = $1
+            },
         ],
         positional: { _, _ in })
 
     static let export = CommandSpec<RemoteParse>(
         name: "export",
-        summary: "Write a running server's journal as HAR 1.2 (default) or NDJSON, to --output F or stdout.",
+        summary: """
+            Write a running server's journal as HAR 1.2 (default) or NDJSON, or the whole run (journal, verdicts, \
+            state, scenarios, network) as a self-contained HTML report, to --output F or stdout.
+            """,
         positionals: nil, positionalsOptional: true,
         options: [
             urlOption, remotePortFileOption,
-            OptionSpec(["--format", "-f"], value: "har|ndjson", "what export writes (default har)") {
+            OptionSpec(["--format", "-f"], value: ExportOptions.Format.allCases.map(\.rawValue).joined(separator: "|"),
+                       "what export writes (default har)") {
                 (parse: inout RemoteParse, text: String) throws(CommandLineError) in
                 guard let format = ExportOptions.Format(rawValue: text) else {
-                    throw CommandLineError(message: "export: --format must be har or ndjson, got \"\(text)\"")
+                    let names = ExportOptions.Format.allCases.map(\.rawValue)
+                    throw CommandLineError(message: "export: --format must be "
+                        + names.dropLast().joined(separator: ", ") + " or \(names.last!), got \"\(text)\"")
                 }
                 parse.format = format
             },
@@ -595,15 +624,16 @@ package enum FaultlineCommandLine {
             + record.options.filter { !["--host", "--port", "--port-file", "--quiet", "--output", "--proxy-ca-file"].contains($0.names[0]) }
                 .map { ($0.names, $0.value, $0.help) }
             + export.options.map { ($0.names, $0.value, $0.help) }
+            + verify.options.filter { !["--url", "--port-file"].contains($0.names[0]) }.map { ($0.names, $0.value, $0.help) }
             + ca.options.map { ($0.names, $0.value, $0.help) }
         for (names, value, help) in options {
             text += wrap("  " + padded(names.joined(separator: ", ") + (value.map { " \($0)" } ?? ""), 24), help, indent: 26)
         }
         text += ["", "EXIT CODES"]
         text += wrap("  ", """
-            0 success · 1 scenario files invalid, a verdict failed, or the export could not be written · 2 server \
-            failed to start (port in use, journal file not writable) or could not be reached, or the CA's folder \
-            could not be used · 64 bad command line
+            0 success · 1 scenario files invalid, a verdict failed, or a file (export, --junit, --html) could not be \
+            written · 2 server failed to start (port in use, journal file not writable) or could not be reached, or \
+            the CA's folder could not be used · 64 bad command line
             """, indent: 2)
         return text.joined(separator: "\n")
     }
@@ -657,7 +687,7 @@ package enum FaultlineCommandLine {
             guard try verify.parse(rest, into: &parse) else { return .help(topic: "verify") }
             return .verify(VerifyOptions(
                 server: ServerLocation(url: parse.url, portFile: parse.portFile), strict: parse.strict,
-                scenario: parse.scenario))
+                scenario: parse.scenario, junit: parse.junit, html: parse.html))
         case "export":
             var parse = RemoteParse()
             guard try export.parse(rest, into: &parse) else { return .help(topic: "export") }

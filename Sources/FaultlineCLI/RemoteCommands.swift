@@ -1,3 +1,4 @@
+import Faultline
 import FaultlineCore
 import Foundation
 #if canImport(FoundationNetworking)
@@ -74,20 +75,34 @@ package enum RemoteCommands {
             return .failure("verify: \(url) is not an http URL", 64)
         }
         let report: JSONValue
-        do {
-            let (data, response) = try await URLSession.shared.data(from: reportURL)
-            let status = (response as? HTTPURLResponse)?.statusCode
-            if status == 404, options.scenario != nil, let answer = try? JSONValue.parse(Array(data)),
-               case .string(let problem)? = answer["error"] {
+        switch await get(reportURL, "verify") {
+        case .failure(let failure): return .failure(failure.message, failure.code)
+        case .success(let answer):
+            if answer.status == 404, options.scenario != nil, case .string(let problem)? = answer.json?["error"] {
                 return .failure("verify: \(problem)", 64)
             }
-            guard status == 200, let parsed = try? JSONValue.parse(Array(data)), case .array? = parsed["verdicts"]
+            guard answer.status == 200, let parsed = answer.json, case .array? = parsed["verdicts"]
             else { return .failure("verify: \(reportURL) did not answer with a report", 2) }
             report = parsed
-        } catch {
-            return .failure("verify: cannot reach \(reportURL): \(error.localizedDescription)", 2)
         }
         guard case .array(let verdicts)? = report["verdicts"] else { return .failure("verify: no verdicts", 2) }
+        // What the files need, fetched before anything is written or printed: a server that stops answering
+        // half-way leaves no file behind and exits 2, as one that never answered.
+        var dashboard: JSONValue?
+        var journal: [JSONValue] = []
+        if options.html != nil {
+            switch await dashboardData(url, "verify", report: report) {
+            case .failure(let failure): return .failure(failure.message, failure.code)
+            case .success(let data):
+                dashboard = data
+                if case .array(let entries)? = data["requests"]?["requests"] { journal = entries }
+            }
+        } else if options.junit != nil {
+            switch await getJSON(url, "/__faultline/requests", "verify", answering: "the journal", listing: "requests") {
+            case .failure(let failure): return .failure(failure.message, failure.code)
+            case .success(let answer): if case .array(let entries)? = answer["requests"] { journal = entries }
+            }
+        }
         var outcome = CommandOutcome()
         var failed = 0
         var inconclusive = 0
@@ -115,6 +130,23 @@ package enum RemoteCommands {
                 + (options.scenario.map { " named \"\($0)\"" } ?? "") + " has an \"expect\" section\n"
         }
         outcome.exitCode = failed == 0 && !(options.strict && (inconclusive > 0 || verdicts.isEmpty)) ? 0 : 1
+        // The files are written whatever the verdicts (a failed run is when they matter), and keep the exit code;
+        // one that cannot be written makes a passing run exit 1.
+        var files: [(path: String, text: String)] = []
+        if let junit = options.junit {
+            files.append((junit, JUnitReport.xml(
+                report: report, journal: journal, server: url, version: Faultline.version,
+                timestamp: Date().timeIntervalSince1970, strict: options.strict, scenario: options.scenario)))
+        }
+        if let html = options.html, let dashboard {
+            files.append((html, DashboardPage.selfContained(data: dashboard)))
+        }
+        for file in files {
+            if let problem = write(file.text, to: file.path) {
+                outcome.stderr += "faultline: verify: \(problem)\n"
+                outcome.exitCode = max(outcome.exitCode, 1)
+            }
+        }
         return outcome
     }
 
@@ -126,38 +158,107 @@ package enum RemoteCommands {
         case .success(let found): url = found
         case .failure(let failure): return .failure(failure.message, failure.code)
         }
-        let path = options.format == .har ? "/__faultline/requests.har" : "/__faultline/requests"
-        guard let exportURL = endpoint(url, path) else {
+        guard endpoint(url, "/__faultline/requests") != nil else {
             return .failure("export: \(url) is not an http URL", 64)
-        }
-        let document: JSONValue
-        do {
-            let (data, response) = try await URLSession.shared.data(from: exportURL)
-            guard (response as? HTTPURLResponse)?.statusCode == 200, let parsed = try? JSONValue.parse(Array(data)) else {
-                return .failure("export: \(exportURL) did not answer with the journal", 2)
-            }
-            document = parsed
-        } catch {
-            return .failure("export: cannot reach \(exportURL): \(error.localizedDescription)", 2)
         }
         // Parsed with Faultline's own JSON reader, which keeps key order and number text.
         let text: String
         switch options.format {
         case .har:
-            text = document.prettySerialized() + "\n"
-        case .ndjson:
-            guard case .array(let entries)? = document["requests"] else {
-                return .failure("export: \(exportURL) did not answer with the journal", 2)
+            switch await getJSON(url, "/__faultline/requests.har", "export", answering: "the journal") {
+            case .failure(let failure): return .failure(failure.message, failure.code)
+            case .success(let document): text = document.prettySerialized() + "\n"
             }
-            text = entries.map { $0.serialized() + "\n" }.joined()
+        case .ndjson:
+            switch await getJSON(url, "/__faultline/requests", "export", answering: "the journal", listing: "requests") {
+            case .failure(let failure): return .failure(failure.message, failure.code)
+            case .success(let document):
+                guard case .array(let entries)? = document["requests"] else { return .failure("export: no journal", 2) }
+                text = entries.map { $0.serialized() + "\n" }.joined()
+            }
+        case .html:
+            switch await dashboardData(url, "export", report: nil) {
+            case .failure(let failure): return .failure(failure.message, failure.code)
+            case .success(let data): text = DashboardPage.selfContained(data: data)
+            }
         }
         guard let output = options.output else { return CommandOutcome(stdout: text) }
-        do {
-            try Data(text.utf8).write(to: URL(fileURLWithPath: output), options: .atomic)
-        } catch {
-            return .failure("export: cannot write \(output): \(error.localizedDescription)", 1)
-        }
+        if let problem = write(text, to: output) { return .failure("export: \(problem)", 1) }
         return CommandOutcome()
+    }
+
+    /// The data object the self-contained HTML report embeds (`DashboardPage.selfContained(data:)`):
+    /// `{"generatedAt", "server", "health", "requests", "report", "state", "scenarios", "network"}`, each the
+    /// server's parsed answer. `report` is the one verify already fetched (with its `--scenario`), else
+    /// `GET /__faultline/report` is asked now. The report comes before the journal, so every evidence number it
+    /// names is in the journal embedded (unless evicted).
+    static func dashboardData(_ base: String, _ command: String, report: JSONValue?) async -> Result<JSONValue, CommandFailure> {
+        var members: [(key: String, value: JSONValue)] = [
+            ("generatedAt", .string(JournalEntry.iso8601(Date().timeIntervalSince1970))),
+            ("server", .string(base)),
+        ]
+        var answers: [String: JSONValue] = [:]
+        if let report { answers["report"] = report }
+        let sources: [(name: String, path: String, what: String, listing: String?)] = [
+            ("health", "/__faultline/health", "its health", nil), ("report", "/__faultline/report", "a report", "verdicts"),
+            ("requests", "/__faultline/requests", "the journal", "requests"), ("state", "/__faultline/state", "its state", nil),
+            ("scenarios", "/__faultline/scenarios", "its scenarios", nil),
+            ("network", "/__faultline/network", "its network conditions", nil),
+        ]
+        for (name, path, what, listing) in sources where answers[name] == nil {
+            switch await getJSON(base, path, command, answering: what, listing: listing) {
+            case .failure(let failure): return .failure(failure)
+            case .success(let answer): answers[name] = answer
+            }
+        }
+        for name in ["health", "requests", "report", "state", "scenarios", "network"] {
+            members.append((name, answers[name] ?? .null))
+        }
+        return .success(.object(members))
+    }
+
+    /// What a GET answered: its status, and its body parsed as JSON when it is JSON.
+    struct Answer {
+        var status: Int
+        var json: JSONValue?
+    }
+
+    /// The one place `verify` and `export` talk to the server. Failing means no answer at all: "COMMAND: cannot
+    /// reach URL: WHY", exit 2.
+    static func get(_ url: URL, _ command: String) async -> Result<Answer, CommandFailure> {
+        do {
+            let (data, response) = try await URLSession.shared.data(from: url)
+            return .success(Answer(
+                status: (response as? HTTPURLResponse)?.statusCode ?? 0, json: try? JSONValue.parse(Array(data))))
+        } catch {
+            return .failure(CommandFailure("\(command): cannot reach \(url): \(error.localizedDescription)", 2))
+        }
+    }
+
+    /// `base` + `path` answered with 200 and JSON (an object with an array named `listing`, when given); else
+    /// "COMMAND: URL did not answer with WHAT", exit 2 (or 64 for a base that is not an http URL).
+    static func getJSON(_ base: String, _ path: String, _ command: String, answering what: String,
+                        listing: String? = nil) async -> Result<JSONValue, CommandFailure> {
+        guard let url = endpoint(base, path) else { return .failure(CommandFailure("\(command): \(base) is not an http URL", 64)) }
+        switch await get(url, command) {
+        case .failure(let failure): return .failure(failure)
+        case .success(let answer):
+            guard answer.status == 200, let json = answer.json,
+                  listing.map({ key in if case .array? = json[key] { true } else { false } }) ?? true else {
+                return .failure(CommandFailure("\(command): \(url) did not answer with \(what)", 2))
+            }
+            return .success(json)
+        }
+    }
+
+    /// Writes `text` to `path` whole or not at all (a temporary file renamed into place); the problem, or nil.
+    static func write(_ text: String, to path: String) -> String? {
+        do {
+            try Data(text.utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
+            return nil
+        } catch {
+            return "cannot write \(path): \(error.localizedDescription)"
+        }
     }
 
     /// `base` (an http URL, trailing slashes dropped) with `path`; nil when `base` is not an http URL.

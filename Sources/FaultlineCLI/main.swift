@@ -12,7 +12,8 @@ import Darwin
 #endif
 
 // The CLI is thin: parse, then call the library. Exit codes: 0 ok, 1 invalid scenarios (or a failed verdict,
-// or an export that cannot be written), 2 cannot start or cannot reach the server, 64 bad command line (EX_USAGE).
+// or an export, --junit or --html file that cannot be written), 2 cannot start or cannot reach the server, 64 bad
+// command line (EX_USAGE).
 
 func fail(_ message: String, code: Int32) -> Never {
     FileHandle.standardError.write(Data("faultline: \(message)\n".utf8))

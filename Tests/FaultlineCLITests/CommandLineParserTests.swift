@@ -42,6 +42,20 @@ import Testing
         #expect(try Self.parse("serve --max-journal=5 dir") == Self.parse("serve dir --max-journal 5"))
     }
 
+    @Test func verifyWritesJUnitAndHTMLAndExportWritesHTML() throws {
+        #expect(try Self.parse("verify --url http://h:1 --junit out.xml --html=run.html --strict") == .verify(VerifyOptions(
+            server: ServerLocation(url: "http://h:1"), strict: true, junit: "out.xml", html: "run.html")))
+        #expect(try Self.parse("verify --junit=a.xml --scenario s") == .verify(VerifyOptions(
+            server: ServerLocation(), scenario: "s", junit: "a.xml")))
+        #expect(try Self.parse("export --format html -o run.html --url http://h:1")
+            == .export(ExportOptions(url: "http://h:1", format: .html, output: "run.html")))
+        #expect(try Self.parse("export -f html --url http://h:1") == .export(ExportOptions(url: "http://h:1", format: .html)))
+        #expect(Self.error("verify --junit") == "verify: --junit needs a value")
+        #expect(Self.error("verify --html") == "verify: --html needs a value")
+        #expect(Self.error("export --html x") == "export: unknown option --html")
+        #expect(Self.error("export --format=HTML") == "export: --format must be har, ndjson or html, got \"HTML\"")
+    }
+
     @Test func quietAndLogFormatDoNotDependOnTheirOrder() throws {
         #expect(try Self.parse("serve --quiet --log-format json") == Self.parse("serve --log-format json --quiet"))
         guard case .serve(let quiet) = try Self.parse("serve --log-format=json -q") else { Issue.record(); return }
@@ -58,7 +72,7 @@ import Testing
         #expect((try? Self.parse("verify")) == .verify(VerifyOptions(server: ServerLocation())))
         #expect(Self.error("verify --strict=yes") == "verify: --strict takes no value")
         #expect(Self.error("verify http://h:1") == "verify: unexpected argument http://h:1")
-        #expect(Self.error("export --url h --format xml") == "export: --format must be har or ndjson, got \"xml\"")
+        #expect(Self.error("export --url h --format xml") == "export: --format must be har, ndjson or html, got \"xml\"")
         #expect(Self.error("validate") == "validate: give at least one file or folder")
         #expect(Self.error("serve --port=70000") == "serve: --port must be an integer in 0…65535, got \"70000\"")
     }
@@ -72,7 +86,11 @@ import Testing
         for option in FaultlineCommandLine.export.options {
             #expect(usage.contains(option.names.joined(separator: ", ")), "\(option.names)")
         }
+        for option in FaultlineCommandLine.verify.options {
+            #expect(usage.contains(option.names.joined(separator: ", ")), "\(option.names)")
+        }
         #expect(usage.contains(FaultlineCommandLine.verify.synopsis))
+        #expect(usage.contains("[--junit F] [--html F]") && usage.contains("[--format har|ndjson|html]"))
         #expect(try Self.parse("serve dir --help") == .help(topic: "serve"))
         #expect(try Self.parse("verify --help") == .help(topic: "verify"))
     }

@@ -97,3 +97,49 @@ import FoundationNetworking
         #expect(unwritable.exitCode == 1 && unwritable.stderr.contains("export: cannot write"))
     }
 }
+
+/// `verify --junit` / `--html` and `export --format html`, in process.
+@Suite struct ReportFileTests {
+    static func temporary(_ name: String) -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(UUID())").path
+    }
+
+    @Test func verifyWritesBothFilesWhateverTheVerdictsAndNothingWhenTheServerIsGone() async throws {
+        let server = try RemoteCommandsTests.server()
+        try await RemoteCommandsTests.get(server, "r")
+        try await RemoteCommandsTests.get(server, "r")
+        let junit = Self.temporary("junit.xml")
+        let html = Self.temporary("run.html")
+        defer { for file in [junit, html] { try? FileManager.default.removeItem(atPath: file) } }
+        let url = server.baseURL.absoluteString
+        let plain = await RemoteCommands.verify(url: url)
+        let outcome = await RemoteCommands.verify(
+            VerifyOptions(server: ServerLocation(url: url), junit: junit, html: html), environment: [:])
+        #expect(outcome.exitCode == 1 && outcome.stdout == plain.stdout && outcome.stderr.isEmpty, "\(outcome)")
+        let xml = try String(contentsOfFile: junit, encoding: .utf8)
+        #expect(xml.hasPrefix(#"<?xml version="1.0" encoding="UTF-8"?>"# + "\n" + #"<testsuites name="faultline" tests="2" failures="1" errors="0" skipped="1""#))
+        #expect(xml.contains(#"<failure message="request #2 came"#) && xml.contains("#1 GET /r → 503 · completed"))
+        let page = try String(contentsOfFile: html, encoding: .utf8)
+        #expect(page.hasPrefix("<!doctype html>") && page.contains(#"id="faultline-data""#))
+
+        // export --format html: the same page, with the report asked for now.
+        let exported = await RemoteCommands.export(ExportOptions(url: url, format: .html))
+        #expect(exported.exitCode == 0 && exported.stdout.hasPrefix("<!doctype html>") && exported.stdout.contains(#""sequence":2,"#))
+
+        // A file that cannot be written turns a passing run into exit 1; the verdicts are still printed.
+        let unwritable = await RemoteCommands.verify(
+            VerifyOptions(server: ServerLocation(url: url), scenario: "v", junit: "/nonexistent/dir/j.xml"), environment: [:])
+        #expect(unwritable.exitCode == 1 && unwritable.stdout == plain.stdout
+                && unwritable.stderr.hasPrefix("faultline: verify: cannot write /nonexistent/dir/j.xml"), "\(unwritable)")
+
+        await server.stop()
+        try FileManager.default.removeItem(atPath: junit)
+        try FileManager.default.removeItem(atPath: html)
+        let gone = await RemoteCommands.verify(
+            VerifyOptions(server: ServerLocation(url: url), junit: junit, html: html), environment: [:])
+        #expect(gone.exitCode == 2 && gone.stderr.contains("verify: cannot reach"), "\(gone)")
+        #expect(!FileManager.default.fileExists(atPath: junit) && !FileManager.default.fileExists(atPath: html))
+        let exportGone = await RemoteCommands.export(ExportOptions(url: url, format: .html, output: html))
+        #expect(exportGone.exitCode == 2 && exportGone.stderr.contains("export: cannot reach") && !FileManager.default.fileExists(atPath: html))
+    }
+}

@@ -155,7 +155,7 @@ def cap_wait(case):
 # cost more than the requests), and each request stands alone, whatever an earlier one changed.
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_admin_api_conforms_to_its_openapi_description(case, seeded_server):
-    if case.operation.path == "/__faultline/requests/wait":
+    if case.operation.path in ("/__faultline/requests/wait", "/__faultline/events"):
         cap_wait(case)
     if case.operation.path == "/__faultline/network" and case.method == "POST":
         keep_reachable(case)

@@ -22,6 +22,7 @@ final class AdminAPI {
     static let endpoints: [(method: String, path: String, summary: String)] = [
         ("GET", "/__faultline/", "the dashboard in a browser (Accept: text/html); otherwise this index as JSON"),
         ("GET", "/__faultline/health", "liveness, version, counters"),
+        ("GET", "/__faultline/events", "long-poll for journal entries recorded or changed since ?cursor=C, and whether state changed (the dashboard's feed)"),
         ("GET", "/__faultline/requests", "journal entries; filters: route, method, path, status, since, matched, malformed, completed, connection, limit"),
         ("GET", "/__faultline/requests.har", "the journal as an HTTP Archive (HAR 1.2); the same filters as /requests"),
         ("GET", "/__faultline/requests/count", "number of journal entries matching the same filters"),
@@ -41,6 +42,7 @@ final class AdminAPI {
         ("POST", "/__faultline/shutdown", "stop the server after answering"),
         ("POST", "/__faultline/record/stop", "faultline record: write the recording now, then stop"),
         ("GET", "/__faultline/openapi.json", "this API described in OpenAPI 3.1 (docs/openapi.json)"),
+        ("GET", "/__faultline/ui/{asset}", "the dashboard's script, style sheet and icon"),
     ]
 
     func handle(_ request: HTTPRequest, connectionID: Int, reply: @escaping Reply) {
@@ -60,6 +62,7 @@ final class AdminAPI {
         case "state", "report", "openapi.json", "resources": methods = ["GET"]
         case "resources/change", "record/stop": methods = ["POST"]
         case "network": methods = ["GET", "POST"]
+        case "events": methods = ["GET"]
         case _ where path.hasPrefix("ui/") && DashboardPage.asset(String(path.dropFirst(3))) != nil: methods = ["GET"]
         default:
             respond(404, .object([
@@ -97,12 +100,31 @@ final class AdminAPI {
         case (_, _) where path.hasPrefix("ui/"):
             let asset = DashboardPage.asset(String(path.dropFirst(3)))!
             reply(ResponseScript.simple(for: request, response: Self.page(asset.bytes, asset.contentType)), nil)
+        case ("GET", "events"), ("HEAD", "events"):
+            var cursor: Int?
+            if let text = param("cursor") {
+                guard let value = Int(text), value >= 0 else {
+                    respond(400, .object([("error", .string("cursor must be a non-negative integer from an earlier answer, got \"\(text)\"; omit it to start"))]))
+                    return
+                }
+                cursor = value
+            }
+            let timeout = param("timeoutMs").map { Int($0) ?? -1 } ?? 25_000
+            guard timeout >= 0 && timeout <= 60_000 else {
+                respond(400, .object([("error", .string("timeoutMs must be an integer between 0 and 60000"))]))
+                return
+            }
+            core.events.poll(cursor: cursor, timeoutMilliseconds: request.method == "HEAD" ? 0 : timeout, owner: connectionID) {
+                answer in reply(ResponseScript.simple(for: request, response: .json(200, answer)), nil)
+            }
         case ("GET", "health"), ("HEAD", "health"):
             respond(200, .object([
                 ("status", .string("ok")),
                 ("version", .string(Faultline.version)),
                 ("port", .int(core.port)),
                 ("uptimeMs", .int(Int((Clock.monotonicNanos() - core.startedAtMonotonic) / 1_000_000))),
+                ("startedAtMonotonicMs", .double(Double(core.startedAtMonotonic) / 1_000_000)),
+                ("instance", .string(core.events.instance)),
                 ("connections", .int(core.connectionCount)),
                 ("scenarios", .array(core.engine.scenarios.map { .string($0.name) })),
                 ("journal", core.journal.countersJSON()),
@@ -117,7 +139,7 @@ final class AdminAPI {
             respond(200, HAR.document(core.journal.query(filter, limit: limit), creatorVersion: Faultline.version))
         case ("DELETE", "requests"):
             let cleared = core.journal.retainedCount
-            core.journal.clear()
+            core.clearJournal()
             respond(200, .object([("cleared", .int(cleared)), ("counters", core.journal.countersJSON())]))
         case ("GET", "requests/count"), ("HEAD", "requests/count"):
             respond(200, .object([("count", .int(core.journal.count(filter))), ("counters", core.journal.countersJSON())]))
@@ -134,7 +156,10 @@ final class AdminAPI {
             }
             wait(request, connectionID: connectionID, filter: filter, count: count, timeout: timeout, reply: reply)
         case ("GET", "scenarios"), ("HEAD", "scenarios"):
-            respond(200, .object([("scenarios", .array(zip(core.engine.scenarios, core.engine.versions).map(Self.describe)))]))
+            let engine = core.engine
+            respond(200, .object([("scenarios", .array(zip(engine.scenarios, engine.versions).enumerated().map { index, loaded in
+                Self.describe(loaded.0, version: loaded.1, cursors: engine.routeCursors(scenario: index))
+            }))]))
         case ("POST", "scenarios"):
             // A misspelt mode must not silently replace every loaded scenario.
             let mode = param("mode") ?? "replace"
@@ -170,7 +195,7 @@ final class AdminAPI {
             var cleared = 0
             if clearJournal == true {
                 cleared = core.journal.retainedCount
-                core.journal.clear()
+                core.clearJournal()
             }
             respond(200, .object([("reset", .bool(true)), ("journalCleared", .int(cleared))]))
         case ("GET", "report"), ("HEAD", "report"):
@@ -184,6 +209,7 @@ final class AdminAPI {
             respond(200, core.engine.stateJSON(now: core.now()))
         case ("POST", "auth/expire"):
             if core.engine.expireToken() {
+                core.events.stateChanged()
                 respond(200, .object([("expired", .bool(true))]))
             } else {
                 respond(409, .object([("error", .string("no loaded scenario declares auth"))]))
@@ -192,11 +218,13 @@ final class AdminAPI {
             respond(200, .object([("resources", core.engine.resources.json())]))
         case ("POST", "resources/change"):
             let answer = core.engine.resourceChange(request.body, now: core.now())
+            core.events.stateChanged()
             respond(answer.status, answer.body)
         case ("GET", "network"), ("HEAD", "network"):
             respond(200, core.network.json())
         case ("POST", "network"):
             let answer = networkChange(request.body)
+            core.events.stateChanged()
             respond(answer.status, answer.body)
         case ("GET", "openapi.json"), ("HEAD", "openapi.json"):
             // The bytes of docs/openapi.json as they are, not re-serialized JSON.
@@ -387,7 +415,9 @@ final class AdminAPI {
         .object([("name", .string(scenario.name)), ("version", .int(scenario.version)), ("source", .string(scenario.source))])
     }
 
-    private static func describe(_ scenario: Scenario, version: Int) -> JSONValue {
+    private static func describe(
+        _ scenario: Scenario, version: Int, cursors: [String: (cursors: [JSONValue], partitions: Int)]
+    ) -> JSONValue {
         .object([
             ("name", .string(scenario.name)),
             ("version", .int(version)),
@@ -402,8 +432,41 @@ final class AdminAPI {
                     ("prefix", .bool(route.match.path?.isPrefix ?? false)),
                     ("steps", .int(route.responses.count)),
                     ("afterLast", .string(route.afterLast.rawValue)),
+                    ("script", .array(route.responses.map(Self.describe))),
+                    ("cursors", .array(cursors[route.id]?.cursors ?? [])),
+                    ("partitions", .int(cursors[route.id]?.partitions ?? 0)),
                 ])
             })),
+        ])
+    }
+
+    /// A step as written, in short: what the dashboard shows beside an entry that it answered (the journal keeps
+    /// the request, not the response's header section). Header values and bodies are the templates, not their
+    /// expansions.
+    private static func describe(_ step: ResponseStep) -> JSONValue {
+        let kind: String
+        switch step.kind {
+        case .plain: kind = "plain"
+        case .resource: kind = "resource"
+        case .websocket: kind = "websocket"
+        case .proxy: kind = "proxy"
+        }
+        let delay: JSONValue
+        switch step.delay {
+        case nil: delay = .null
+        case .fixed(let ms)?: delay = .string("\(ms) ms")
+        case .uniform(let low, let high)?: delay = .string("\(low)–\(high) ms, uniform")
+        case .logNormal(let median, let sigma)?: delay = .string("log-normal, median \(median) ms, σ \(sigma)")
+        }
+        return .object([
+            ("kind", .string(kind)),
+            ("status", .int(step.status)),
+            ("headers", .array(step.headers.map { .array([.string($0.name), .string($0.value)]) })),
+            ("times", .int(step.times)),
+            ("fault", step.fault.map { .string($0.name.rawValue) } ?? .null),
+            ("delay", delay),
+            ("drip", step.drip.map { .string("\($0.size) bytes every \($0.intervalMilliseconds) ms") } ?? .null),
+            ("closeConnection", .bool(step.closeConnection)),
         ])
     }
 

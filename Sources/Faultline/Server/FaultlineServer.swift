@@ -183,6 +183,6 @@ public final class FaultlineServer: Sendable {
 
     /// Forgets the journal's entries; sequence numbers and counters go on.
     public func clearJournal() async {
-        await loop.submit { [core] in core.journal.clear() }
+        await loop.submit { [core] in core.clearJournal() }
     }
 }

@@ -48,6 +48,10 @@ final class ServerCore: @unchecked Sendable {
     let startedAtMonotonic = Clock.monotonicNanos()
     /// Long-polls on the journal (the admin API's and the Swift API's), re-checked whenever it changes.
     private(set) lazy var journalWaits = JournalWaits(core: self)
+    /// The dashboard's change feed (`GET /__faultline/events`), and whether anybody watches it: while nobody
+    /// does, a journal change costs this one test.
+    private(set) lazy var events = EventFeed(core: self)
+    @exclusivity(unchecked) var feedActive = false
     /// `serve --journal F`: finished entries appended as NDJSON. Set before the loop starts.
     @exclusivity(unchecked) var journalFile: JournalFile?
 
@@ -284,6 +288,7 @@ final class ServerCore: @unchecked Sendable {
     func connectionClosed(_ connection: ClientConnection) {
         connections[connection.id] = nil
         journalWaits.ownerGone(connection.id)
+        if feedActive { events.ownerGone(connection.id) }
     }
 
     /// Stops on SIGINT and SIGTERM, through the loop (libevent's signal events), so shutdown runs on the
@@ -317,6 +322,7 @@ final class ServerCore: @unchecked Sendable {
         if let journalFile, let stored = journal.entry(sequence) { journalFile.recorded(stored) }
         if let requestLog, finished, let stored = journal.entry(sequence) { requestLog.finished(stored) }
         notifyJournalObservers()
+        if feedActive { events.entryChanged(sequence) }
         return sequence
     }
 
@@ -326,6 +332,13 @@ final class ServerCore: @unchecked Sendable {
         if wasPending, let stored = journal.entry(sequence), stored.outcome != .pending { requestLog?.finished(stored) }
         journalFile?.update(sequence, change)
         notifyJournalObservers()
+        if feedActive { events.entryChanged(sequence) }
+    }
+
+    /// Forgets the journal's entries (counters and sequence numbers go on); the dashboard starts again.
+    func clearJournal() {
+        journal.clear()
+        events.journalCleared()
     }
 
     private func notifyJournalObservers() {
@@ -340,6 +353,7 @@ final class ServerCore: @unchecked Sendable {
         cancelPendingResponses()
         engine.load(scenarios, now: now())
         network.restart(source: "load")
+        events.stateChanged()
     }
 
     /// Re-reads the scenario files and folders the server was started with and, when they load cleanly and
@@ -369,6 +383,7 @@ final class ServerCore: @unchecked Sendable {
             let before = Dictionary(servingVersions().map { ($0.name, $0.version) }, uniquingKeysWith: { first, _ in first })
             engine.load(loaded, now: now())
             network.restart(source: "load")
+            events.stateChanged()
             result.changed = servingVersions().filter { before[$0.name] != $0.version }
             let names = Set(loaded.map(\.name))
             result.removed = before.keys.filter { !names.contains($0) }.sorted()
@@ -410,6 +425,7 @@ final class ServerCore: @unchecked Sendable {
         cancelPendingResponses()
         engine.reset(now: now())
         network.restart(source: "reset")
+        events.stateChanged()
     }
 
     /// The engine's clock: monotonic for durations and expiry, wall time for HTTP-dates.
@@ -445,6 +461,7 @@ final class ServerCore: @unchecked Sendable {
         signalEvents = []
         watcher?.stop()
         journalWaits.stop()
+        if feedActive { events.stop() }
         for connection in Array(connections.values) { connection.teardown(.cancelled) }
         proxy.stop()
         closeQueue.removeAll()

@@ -79,6 +79,10 @@ package struct RetryAfterTracker: Sendable {
         package var actualWaitMilliseconds: Int
         /// > 0 when the retry came before the advertised time, else 0.
         package var earlyByMilliseconds: Int
+        /// The window in which a retry would have been early (monotonic ns): from the advertisement's head to the
+        /// earliest honoured moment. Zero when not known (an observation made up by a test).
+        package var windowStartNanos: UInt64 = 0
+        package var windowEndNanos: UInt64 = 0
 
         /// The retry came no earlier than `Retry-After` allowed.
         package var honoured: Bool { earlyByMilliseconds == 0 }
@@ -191,13 +195,15 @@ package struct RetryAfterTracker: Sendable {
         if pendingByKey[key]!.isEmpty { pendingByKey[key] = nil }
         let head = max(advertisement.headAtNanos, advertisement.sentAtNanos)
         let earliest = advertisement.earliestRetryNanos
-        let observation = Observation(
+        var observation = Observation(
             key: key,
             advertisedSequence: advertisement.sequence,
             retrySequence: sequence,
             advertisedWaitMilliseconds: Self.milliseconds(earliest, head),
             actualWaitMilliseconds: Self.milliseconds(nowNanos, head),
             earlyByMilliseconds: Self.milliseconds(earliest, nowNanos, roundingUp: true))
+        observation.windowStartNanos = head
+        observation.windowEndNanos = earliest
         retries += 1
         if !observation.honoured { early += 1 }
         judged.append(observation)
@@ -231,6 +237,8 @@ package struct RetryAfterTracker: Sendable {
                     ("actualWaitMs", .int(observation.actualWaitMilliseconds)),
                     ("earlyByMs", .int(observation.earlyByMilliseconds)),
                     ("honoured", .bool(observation.honoured)),
+                    ("windowStartMs", Self.milliseconds(observation.windowStartNanos)),
+                    ("windowEndMs", Self.milliseconds(observation.windowEndNanos)),
                 ])
             })),
             ("pending", .array(pending.map { advertisement in
@@ -242,9 +250,17 @@ package struct RetryAfterTracker: Sendable {
                     ("sentAtMs", .number(String(advertisement.sentAtNanos / 1_000_000))),
                     ("deliveredAtMs", advertisement.deliveredAtNanos.map { .number(String($0 / 1_000_000)) } ?? .null),
                     ("earliestRetryMs", .number(String(advertisement.earliestRetryNanos / 1_000_000))),
+                    ("windowStartMs", Self.milliseconds(
+                        advertisement.absolute ? advertisement.sentAtNanos : max(advertisement.headAtNanos, advertisement.sentAtNanos))),
+                    ("windowEndMs", Self.milliseconds(advertisement.earliestRetryNanos)),
                 ])
             })),
         ])
+    }
+
+    /// A monotonic moment as the journal's `receivedAtMonotonicMs` writes it (fractional ms); null when unknown.
+    private static func milliseconds(_ nanos: UInt64) -> JSONValue {
+        nanos == 0 || nanos == UInt64.max ? .null : .double(Double(nanos) / 1_000_000)
     }
 
     /// Parses a `Retry-After` value (RFC 9110 §10.2.3: delay-seconds, `1*DIGIT`, or an HTTP-date in any form of

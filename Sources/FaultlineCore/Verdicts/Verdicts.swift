@@ -620,6 +620,28 @@ extension Engine {
         return .object([
             ("passed", .bool(passed)), ("outcome", .string(outcome.rawValue)), ("judged", .int(verdicts.count)),
             ("inconclusive", .int(inconclusive)), ("requests", .int(input.entries.count)), ("verdicts", .array(verdicts)),
+            ("logicalRequests", .array(logicalRequestsJSON(input.entries, only: only))),
         ])
+    }
+
+    /// Every scenario's attempts as the rules see them (`Retries.logicalRequests`, by its `logicalRequest` key): one
+    /// object per chain — a first attempt and its retries — in the order the first attempts arrived. The dashboard
+    /// draws a row per chain; a test can assert which attempts the verdicts took for retries of which.
+    func logicalRequestsJSON(_ entries: [JournalEntry], only: String?) -> [JSONValue] {
+        var byScenario: [String: [JournalEntry]] = [:]
+        for entry in entries { if let name = entry.scenario { byScenario[name, default: []].append(entry) } }
+        var chains: [(first: Int, json: JSONValue)] = []
+        for scenario in scenarios where only == nil || scenario.name == only {
+            let key = scenario.expect?.logicalKey ?? .methodPathAndIdempotencyKey
+            for chain in Retries.logicalRequests(byScenario[scenario.name] ?? [], key) {
+                guard let first = chain.first, let head = first.head else { continue }
+                chains.append((first.sequence, .object([
+                    ("scenario", .string(scenario.name)),
+                    ("label", .string(Retries.label(head, key))),
+                    ("attempts", .array(chain.map { .int($0.sequence) })),
+                ])))
+            }
+        }
+        return chains.sorted { $0.first < $1.first }.map(\.json)
     }
 }

@@ -1,0 +1,179 @@
+import FaultlineCore
+
+/// The dashboard's change feed, `GET /__faultline/events` (ARCHITECTURE §7 "The dashboard"): a long-poll that
+/// answers with the journal entries recorded or changed since the caller's cursor, and whether anything outside the
+/// journal changed (scenarios loaded, reset or reloaded; the network; a token; a resource).
+///
+/// It costs the serving path nothing while nobody watches: the server tests one Bool (`ServerCore.feedActive`) per
+/// journal change. The first call without a cursor switches the feed on; from then on each change appends one
+/// integer (the sequence changed) to a log, and a caller's cursor is a position in that log. A minute without any
+/// call switches it off again and forgets the log; a cursor from before (or from another server process:
+/// `instance`) gets `reset: true`, meaning "fetch `/requests` again", as does a cleared journal.
+///
+/// Answers are coalesced: the first change after a caller started waiting answers it `flushMilliseconds` later,
+/// with everything that changed meanwhile, so a burst of requests costs one answer per watcher. Loop thread only.
+final class EventFeed {
+    /// The log's markers besides sequence numbers (which start at 1).
+    private static let stateChanged = 0
+    private static let journalCleared = -1
+    /// A watcher that has not called for this long is gone; the feed switches off.
+    static let idleNanos: UInt64 = 60_000_000_000
+    /// How long after the first change a waiting watcher is answered.
+    static let flushMilliseconds = 25
+    /// The log is trimmed to half when it grows past this; a cursor before the trimmed part gets `reset`.
+    static let logCapacity = 100_000
+    /// More changed entries than this in one answer: `reset` instead (the journal itself is the cheaper answer).
+    static let maxEntriesPerAnswer = 5_000
+
+    private struct Wait {
+        var cursor: Int
+        var owner: Int
+        var timer: LoopTimer
+        var done: (JSONValue) -> Void
+    }
+
+    private unowned let core: ServerCore
+    /// Names this server process, so a dashboard can tell a restarted server from a quiet one.
+    let instance: String
+    /// `log[i]` changed at stamp `base + i`: a sequence number, `stateChanged` or `journalCleared`.
+    private var log: [Int] = []
+    private var base = 0
+    /// The stamp from which changes are tracked (the feed was switched on then); earlier cursors get `reset`.
+    private var trackedFrom = 0
+    private var lastCallNanos: UInt64 = 0
+    private var waits: [Int: Wait] = [:]
+    private var nextWaitID = 1
+    private var flushTimer: LoopTimer?
+
+    init(core: ServerCore) {
+        self.core = core
+        var random = SystemRandomNumberGenerator()
+        instance = String(random.next() & 0xffff_ffff_ffff, radix: 16)
+    }
+
+    /// The next stamp: what a caller that has seen everything holds.
+    private var cursor: Int { base + log.count }
+
+    var hasWatchers: Bool { !waits.isEmpty }
+
+    // MARK: - Changes (the server calls these only while `core.feedActive`)
+
+    /// An entry was recorded or changed.
+    func entryChanged(_ sequence: Int) { append(sequence) }
+
+    /// Something the dashboard shows outside the journal changed.
+    func stateChanged() { if core.feedActive { append(Self.stateChanged) } }
+
+    /// The journal was cleared: every watcher starts again.
+    func journalCleared() { if core.feedActive { append(Self.journalCleared) } }
+
+    private func append(_ marker: Int) {
+        if waits.isEmpty, Clock.monotonicNanos() &- lastCallNanos > Self.idleNanos {
+            switchOff()
+            return
+        }
+        log.append(marker)
+        if log.count > Self.logCapacity {
+            let drop = log.count / 2
+            log.removeFirst(drop)
+            base += drop
+        }
+        if !waits.isEmpty, flushTimer == nil {
+            flushTimer = LoopTimer(loop: core.loop, milliseconds: Self.flushMilliseconds) { [unowned self] in
+                flushTimer = nil
+                answerAll()
+            }
+        }
+    }
+
+    private func switchOff() {
+        core.feedActive = false
+        base += log.count
+        log = []
+        trackedFrom = base
+    }
+
+    // MARK: - The endpoint
+
+    /// Answers `GET /events?cursor=C&timeoutMs=T` through `reply`: at once when there is something to say (or no
+    /// cursor was given), else at the first change or after `timeoutMilliseconds` with nothing.
+    func poll(cursor given: Int?, timeoutMilliseconds: Int, owner: Int, reply: @escaping (JSONValue) -> Void) {
+        lastCallNanos = Clock.monotonicNanos()
+        if !core.feedActive {
+            core.feedActive = true
+            base += log.count
+            log = []
+            trackedFrom = base
+        }
+        guard let given, given >= trackedFrom, given >= base, given <= cursor else {
+            reply(answer(entries: [], reset: true, state: true))
+            return
+        }
+        if given < cursor || timeoutMilliseconds == 0 {
+            reply(changes(since: given))
+            return
+        }
+        let id = nextWaitID
+        nextWaitID += 1
+        let timer = LoopTimer(loop: core.loop, milliseconds: timeoutMilliseconds) { [unowned self] in
+            guard let wait = waits.removeValue(forKey: id) else { return }
+            lastCallNanos = Clock.monotonicNanos()
+            wait.done(changes(since: wait.cursor))
+        }
+        waits[id] = Wait(cursor: given, owner: owner, timer: timer, done: reply)
+    }
+
+    /// What changed from stamp `from` to now.
+    private func changes(since from: Int) -> JSONValue {
+        var sequences = Set<Int>()
+        var state = false
+        var reset = false
+        for marker in log[(from - base)...] {
+            switch marker {
+            case Self.stateChanged: state = true
+            case Self.journalCleared: reset = true
+            default: sequences.insert(marker)
+            }
+        }
+        if reset || sequences.count > Self.maxEntriesPerAnswer {
+            return answer(entries: [], reset: true, state: true)
+        }
+        let entries = sequences.sorted().compactMap { core.journal.entry($0)?.json() }
+        return answer(entries: entries, reset: false, state: state)
+    }
+
+    private func answer(entries: [JSONValue], reset: Bool, state: Bool) -> JSONValue {
+        .object([
+            ("instance", .string(instance)),
+            ("cursor", .int(cursor)),
+            ("reset", .bool(reset)),
+            ("state", .bool(state)),
+            ("entries", .array(entries)),
+        ])
+    }
+
+    private func answerAll() {
+        let answering = waits
+        waits = [:]
+        lastCallNanos = Clock.monotonicNanos()
+        for wait in answering.values.sorted(by: { $0.cursor < $1.cursor }) {
+            wait.timer.cancel()
+            wait.done(changes(since: wait.cursor))
+        }
+    }
+
+    /// The connection that asked has closed.
+    func ownerGone(_ owner: Int) {
+        for (id, wait) in waits where wait.owner == owner {
+            wait.timer.cancel()
+            waits[id] = nil
+        }
+    }
+
+    /// The server is stopping: every watcher is answered with what there is.
+    func stop() {
+        flushTimer?.cancel()
+        flushTimer = nil
+        answerAll()
+    }
+}
