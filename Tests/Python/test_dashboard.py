@@ -28,6 +28,8 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 from websockets.sync.client import connect as ws_connect
 
+from conftest import faultline_binary
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RESOURCES = REPO_ROOT / "Sources" / "Faultline" / "Resources"
 SHOTS = REPO_ROOT / "bench-results" / "screenshots"
@@ -388,13 +390,15 @@ def test_the_static_report_shows_the_run_offline(browser, start_faultline, write
     requests.get(server.url + "/other", timeout=10)
     polite_client(server, "/v1/items/1", "polite")
     impatient_client(server, "/v1/items/2", "impatient")
-    data = static_data(server)
-    report = data["report"]
-    journal = [e["sequence"] for e in data["requests"]["requests"]]
+    report = server.admin_json("GET", "report")
+    journal = [e["sequence"] for e in server.journal()]
     failing = [v for v in report["verdicts"] if v["outcome"] == "fail"]
     assert failing
     page = tmp_path / "report.html"
-    page.write_text(self_contained_html(data))
+    exported = subprocess.run([faultline_binary(), "export", "--format", "html", "-o", str(page), "--url", server.url],
+                              capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=30)
+    assert exported.returncode == 0, exported.stderr
+    assert 'id="faultline-data"' in page.read_text()
     assert server.stop() == 0
     browser.set_network_conditions(offline=True, latency=0, download_throughput=0, upload_throughput=0)
     try:

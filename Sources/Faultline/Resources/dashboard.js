@@ -59,6 +59,11 @@
   function dur(e) {
     const r = e.response || {};
     if (isPending(e) || r.durationMs == null) return Math.max(0, nowMono() - start(e));
+    if (e.websocket) {
+      // a session lasts past its upgrade: to its end, or its last frame
+      const ws = e.websocket, frames = ws.frames || [];
+      return Math.max(r.durationMs, ws.end && ws.end.atMs != null ? ws.end.atMs : 0, frames.length ? frames[frames.length - 1].atMs : 0);
+    }
     return r.durationMs;
   }
   const end = (e) => start(e) + dur(e);
@@ -334,7 +339,7 @@
   }
   function legendSwatch(kind) {
     const svg = s("svg", { width: 16, height: 10, "aria-hidden": "true" });
-    if (kind === "hatch") svg.append(hatchDefs("fl-hatch-legend"), s("rect", { width: 16, height: 10, fill: "url(#fl-hatch-legend)", class: "legend-hatch" }));
+    if (kind === "hatch") svg.append(hatchDefs("fl-hatch-legend"), s("g", { class: "bar ok" }, s("rect", { class: "body", width: 16, height: 10, rx: 2 })), s("rect", { width: 16, height: 10, fill: "url(#fl-hatch-legend)" }));
     if (kind === "window") svg.append(s("rect", { class: "retry-after-window legend-only", width: 16, height: 10 }));
     if (kind === "band") svg.append(s("rect", { class: "net-band", width: 16, height: 10 }));
     return svg;
@@ -699,7 +704,9 @@
         pg.append(wr);
         const lx = Math.max(x0, LABEL_W) + 4;
         if (lx < labelEnd) continue;
-        let label = "Retry-After " + fmtWait(w.wait) + (w.pending ? " (waiting)" : "");
+        const room0 = (ww, k) => Math.min(X(ww.end), k + 1 < mine.length ? X(mine[k + 1].start) : Infinity) - lx;
+        let label = "Retry-After " + fmtWait(w.wait) + (w.pending ? " · waiting" : w.early ? " · retry #" + w.retry + " early" : w.retry != null ? " · retry #" + w.retry + " waited ✓" : "");
+        if (room0(w, wi) < label.length * 6) label = "Retry-After " + fmtWait(w.wait);
         const room = Math.min(x1, wi + 1 < mine.length ? X(mine[wi + 1].start) : Infinity) - lx;
         if (room < label.length * 6) label = "R-A " + fmtWait(w.wait);
         if (room < label.length * 6) continue;
@@ -1040,24 +1047,14 @@
         ["route", e.route ? e.route + (e.step != null ? " · step " + e.step : "") : e.matched === false && isReq(e) ? "unmatched" : null],
         ["answered by", e.answeredBy], ["malformed", e.malformed ? "yes: " + (e.error || "") : null], ["error", !e.malformed ? e.error : null],
         ["nearest route", e.nearest ? (e.nearest.route || "none") + " — " + e.nearest.reason : null]]));
-      if ((e.headers || []).length) {
-        b.append(h("h3", null, "Headers"), h("table", { class: "headers" }, h("tbody", null, e.headers.map(([k, v]) => h("tr", null, h("td", { class: "mono" }, k), h("td", { class: "mono" }, v))))));
-      }
-      if (isReq(e)) b.append(h("h3", null, "Body"), bodyView(e));
-      b.append(h("h3", null, "Response"), kv([["status", r.status != null ? String(r.status) : "none sent"], ["outcome", h("span", { class: "oc " + cls }, glyph + " " + outcomeKey(e) + " (" + word + ")")],
+      b.append(h("h3", null, "Response"), kv([["status", r.status != null ? String(r.status) : "none sent"], ["outcome", h("span", { class: "oc " + cls }, glyph + " " + outcomeKey(e) + (word !== outcomeKey(e) && word !== String(r.status) ? " (" + word + ")" : ""))],
         ["fault", r.fault ? r.fault + " — " + faultWhat(r.fault) : null], ["chaos", r.chaos ? "yes (chosen by the chaos seed)" : "no"], ["bytes written", r.bytesWritten],
         ["duration", isPending(e) ? "pending for " + fmtMs(dur(e)) : fmtMs(r.durationMs)], ["connection closed after", r.connectionClosedAfter]]));
-      b.append(h("h3", null, "Timing"), kv([["received (relative)", fmtRel(start(e))], ["received (absolute)", e.receivedAt], ["monotonic", start(e).toFixed(3) + " ms"],
-        ["ended (relative)", isPending(e) ? "pending" : fmtRel(end(e))]]));
-      const c = e.connection || {};
-      b.append(h("h3", null, "Connection"), kv([["id", c.id], ["request index", c.requestIndex], ["reused", c.reused ? "yes" : "no"], ["client", c.client], ["stream", e.stream], ["HTTP version", e.httpVersion]]));
-      for (const [name, rec] of [["TLS", e.tls], ["HTTP/2", e.http2], ["Client GOAWAY", e.clientGoaway], ["Client reset", e.clientReset], ["Resource", e.resource], ["Proxy", e.proxy], ["Network", e.network]]) {
-        if (rec != null) b.append(h("h3", null, name), recordView(rec));
-      }
+      if ((e.notes || []).length) b.append(h("h3", null, "Notes"), h("ul", { class: "notes" }, e.notes.map((n) => h("li", null, n))));
       if (e.websocket) {
         const ws = e.websocket;
         const { frames, ...rest } = ws;
-        b.append(h("h3", null, "WebSocket"), recordView(rest));
+        b.append(h("h3", null, "WebSocket session"), recordView(rest));
         const ol = h("ol", { class: "ws-frames", "aria-label": "WebSocket frames" });
         for (const f of frames || []) {
           ol.append(h("li", { class: "ws-frame", data: { direction: f.direction } },
@@ -1067,9 +1064,19 @@
             h("span", { class: "mono" }, f.text != null ? f.text : f.size + " bytes")));
         }
         if (!(frames || []).length) ol.append(h("li", { class: "muted" }, "no frames"));
-        b.append(h("h4", null, "Frames (" + (frames || []).length + ")"), ol);
+        b.append(h("h4", null, "Frames (" + (frames || []).length + ", times from the upgrade request)"), ol);
       }
-      if ((e.notes || []).length) b.append(h("h3", null, "Notes"), h("ul", { class: "notes" }, e.notes.map((n) => h("li", null, n))));
+      b.append(h("h3", null, "Timing"), kv([["received (relative)", fmtRel(start(e))], ["received (absolute)", e.receivedAt], ["monotonic", start(e).toFixed(3) + " ms"],
+        ["ended (relative)", isPending(e) ? "pending" : fmtRel(end(e))]]));
+      if ((e.headers || []).length) {
+        b.append(h("h3", null, "Request headers"), h("table", { class: "headers" }, h("tbody", null, e.headers.map(([k, v]) => h("tr", null, h("td", { class: "mono" }, k), h("td", { class: "mono" }, v))))));
+      }
+      if (isReq(e)) b.append(h("h3", null, "Request body"), bodyView(e));
+      const c = e.connection || {};
+      b.append(h("h3", null, "Connection"), kv([["id", c.id], ["request index", c.requestIndex], ["reused", c.reused ? "yes" : "no"], ["client", c.client], ["stream", e.stream], ["HTTP version", e.httpVersion]]));
+      for (const [name, rec] of [["TLS", e.tls], ["HTTP/2", e.http2], ["Client GOAWAY", e.clientGoaway], ["Client reset", e.clientReset], ["Resource", e.resource], ["Proxy", e.proxy], ["Network", e.network]]) {
+        if (rec != null) b.append(h("h3", null, name), recordView(rec));
+      }
     }
     if (!ui.detail.open) { if (!ui.returnFocus) ui.returnFocus = document.activeElement; ui.detail.showModal(); }
     ui.detail.querySelector(".detail-head button[aria-label='Close detail']").focus();
@@ -1100,7 +1107,7 @@
     if (sc.length) {
       const rows = [];
       for (const scn of sc) for (const r of scn.routes || []) {
-        const cur = (r.cursors || []).map((c) => (c.partition != null ? c.partition + ": " : "") + (c.nextStep == null ? "exhausted (" + (r.afterLast || "") + ")" : "next step " + c.nextStep) + " · served " + c.served).join("; ");
+        const cur = (r.cursors || []).map((c) => (c.partition != null ? c.partition + ": " : "") + (c.nextStep == null || c.exhausted ? "script done, " + (r.afterLast || "afterLast") + (c.nextStep != null ? " (step " + c.nextStep + ")" : "") : "next step " + c.nextStep) + " · served " + c.served).join("; ");
         rows.push([scn.name, r.id, (r.methods || []).join(",") + " " + r.path + (r.prefix ? "*" : ""), r.steps, cur || (r.cursors ? "not yet served" : "—")]);
       }
       g.append(box("Scenarios and route cursors", table(["scenario", "route", "match", "steps", "cursor"], rows)));
