@@ -463,3 +463,37 @@ def test_ten_thousand_entries_stay_fast(browser, tmp_path):
     browser.execute_script("return 1")
     assert time.monotonic() - began < 5
     assert severe_logs(browser) == []
+
+
+def test_a_network_change_is_a_band_and_filters_narrow_the_table(browser, start_faultline, write_scenario):
+    server = start_faultline(write_scenario(retry_scenario()))
+    impatient_client(server, "/v1/items/3", "filters")
+    requests.get(server.url + "/other", headers={"X-Marker": "needle-42"}, timeout=10)
+    open_dashboard(browser, server, rows=3)
+    server.admin_json("POST", "network", json={"listener": "refuse", "forMs": 300})
+    wait(browser, js_true("return document.querySelectorAll('.timeline .net-band').length >= 1"), message="no network band")
+    labels = browser.execute_script("return [...document.querySelectorAll('.axis text.net-label')].map(t => t.textContent)")
+    assert any("outage" in label for label in labels), labels
+    status = browser.find_element(By.CSS_SELECTOR, "input[aria-label^='Status filter']")
+    status.send_keys("503")
+    failed = [e["sequence"] for e in server.journal(status=503)]
+    assert len(failed) == 1
+    wait(browser, lambda d: seqs(d, "tr.row") == failed, message="the status filter did not narrow the table")
+    assert all("503" in row.text for row in browser.find_elements(By.CSS_SELECTOR, "tr.row"))
+    status.send_keys(Keys.BACKSPACE * 3)
+    wait(browser, lambda d: len(seqs(d, "tr.row")) >= 4, message="clearing the filter did not bring the rows back")
+    search = browser.find_element(By.CSS_SELECTOR, "input[type='search']")
+    search.send_keys("needle-42")
+    other = server.journal(route="other")[0]["sequence"]
+    wait(browser, lambda d: seqs(d, "tr.row") == [other], message="the search did not find the header")
+    assert severe_logs(browser) == []
+
+
+def test_a_stopped_server_shows_reconnecting(browser, start_faultline, write_scenario):
+    server = start_faultline(write_scenario(retry_scenario()))
+    open_dashboard(browser, server)
+    assert server.stop() == 0
+    wait(browser, js_true("return document.querySelector('.status').textContent.includes('reconnecting')"),
+         message="the page did not notice the server stopped")
+    browser.get("about:blank")
+    browser.get_log("browser")  # the failed fetches are expected here

@@ -382,7 +382,7 @@
     ui.version.textContent = S.health ? "v" + S.health.version : "";
     ui.status.className = "status " + S.status;
     ui.status.textContent = S.status === "live" ? "● live" : S.status === "reconnecting" ? "◌ reconnecting…" :
-      S.status === "static" ? "report generated at " + (S.generatedAt || "?") : "connecting…";
+      S.status === "static" ? "report generated at " + (S.generatedAt || "?").replace("T", " ").replace(/\.\d+Z$/, "Z") : "connecting…";
     let faults = 0, unmatched = 0, malformed = 0, reqs = 0;
     for (const e of S.list) {
       if (!isReq(e)) continue;
@@ -456,11 +456,18 @@
   function focusOnEntries(seqs) {
     const es = seqs.map((q) => S.entries.get(q)).filter(Boolean);
     if (!es.length) return;
-    let t0 = Math.min(...es.map(start)), t1 = Math.max(...es.map(end));
+    const e0 = Math.min(...es.map(start)), e1 = Math.max(...es.map(end));
+    let t0 = e0, t1 = e1;
     for (const w of retryWindows()) if (seqs.includes(w.advertised) || seqs.includes(w.retry)) { t0 = Math.min(t0, w.start); t1 = Math.max(t1, w.end); }
-    const span = Math.max(t1 - t0, 20);
     S.autoFit = false;
-    S.view = { t0: t0 - span * 0.08, t1: t1 + span * 0.12 };
+    const espan = Math.max(e1 - e0, 2);
+    if (t1 - t0 > espan * 12) {
+      // the windows dwarf the entries (an early retry): zoom on the entries, the window runs on to the right
+      S.view = { t0: e0 - espan * 0.35, t1: e1 + espan * 1.6 };
+    } else {
+      const span = Math.max(t1 - t0, 20);
+      S.view = { t0: t0 - span * 0.08, t1: t1 + span * 0.12 };
+    }
     const lanes = getLanes();
     const idx = lanes.findIndex((l) => l.items.some((e) => seqs.includes(e.sequence)));
     if (idx >= 0) {
@@ -1139,7 +1146,7 @@
         for (const r of rec.records || []) rows.push([route, r.key, r.status != null ? r.status : r.state, JSON.stringify(r)]);
         if (!(rec.records || []).length) rows.push([route, "—", "", "no keys; side effects " + ((rec.sideEffects || {}).total || 0)]);
       }
-      g.append(box("Idempotency keys", table(["route", "key", "status", "record"], rows)));
+      g.append(box("Idempotency keys", rows.length ? table(["route", "key", "status", "record"], rows) : h("p", { class: "muted" }, "no idempotent routes")));
     }
     const res = (S.resources && S.resources.resources) || [];
     if (res.length) {
