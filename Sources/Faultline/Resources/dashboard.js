@@ -153,11 +153,13 @@
     setEntries(requests.requests || []);
     render();
   }
-  let refreshTimer = null, refreshState = false, lastRefresh = 0;
+  let refreshTimer = null, refreshState = false, lastRefresh = 0, refreshCost = 0;
   function scheduleRefresh(withState) {
     refreshState = refreshState || withState;
     if (refreshTimer) return;
-    const wait = Math.max(0, 340 - (performance.now() - lastRefresh));
+    // at most ~3 a second, and less when the server takes long to judge a big journal
+    const gap = Math.min(3000, Math.max(340, refreshCost * 2));
+    const wait = Math.max(0, gap - (performance.now() - lastRefresh));
     refreshTimer = setTimeout(async () => {
       refreshTimer = null; lastRefresh = performance.now();
       const all = refreshState; refreshState = false;
@@ -165,6 +167,7 @@
         const jobs = [api("report"), api("state"), api("health")];
         if (all) jobs.push(api("scenarios"), api("network"), api("resources").catch(() => null));
         const [report, state, health, scenarios, network, resources] = await Promise.all(jobs);
+        refreshCost = performance.now() - lastRefresh;
         Object.assign(S, { report, state, health });
         if (all) Object.assign(S, { scenarios, network, resources });
         computeOrigin();
@@ -211,7 +214,7 @@
     const health = await api("health");
     const journal = health.journal || {};
     const restarted = S.health && (health.uptimeMs < S.health.uptimeMs || (health.instance && health.instance !== S.health.instance));
-    const cleared = S.health && journal.totalRecorded != null && (journal.retained < S.list.filter(isReqOrAny).length - 0);
+    const cleared = S.health && journal.retained < S.list.length && journal.evicted === (S.health.journal || {}).evicted;
     if (!S.health || restarted || cleared) { await fullReload(); setStatus("live"); return; }
     const prevRecorded = S.health.journal ? S.health.journal.totalRecorded : -1;
     S.health = health;
@@ -225,7 +228,6 @@
     if (++pollTick % 3 === 0) scheduleRefresh(true);
     setStatus("live");
   }
-  const isReqOrAny = () => true;
   function setStatus(st) { if (S.status !== st) { S.status = st; renderHeader(); } }
 
   // ---------------------------------------------------------------- layout
@@ -603,7 +605,7 @@
     const span = Math.max(x.t1 - x.t0, 50);
     S.view = { t0: x.t0 - span * 0.03, t1: x.t0 + span * 1.06 };
   }
-  function plotWidth() { return Math.max(200, ui.timeline.clientWidth - LABEL_W - 2); }
+  function plotWidth() { return Math.max(200, (ui.lanesScroll.clientWidth || ui.timeline.clientWidth) - LABEL_W - 2); }
   function zoom(factor, anchorX) {
     if (!S.view) return;
     S.autoFit = false;
@@ -643,7 +645,7 @@
   }
   function drawTimeline() {
     const lanes = getLanes();
-    const W = ui.timeline.clientWidth || 1000;
+    const W = ui.lanesScroll.clientWidth || ui.timeline.clientWidth || 1000;
     const pw = plotWidth();
     const empty = !S.view || (!lanes.length && !S.list.length);
     ui.timelineEmpty.classList.toggle("hidden", !empty);
@@ -727,12 +729,24 @@
     // grid
     for (const x of gridLines) svg.append(s("line", { class: "tick", x1: x, x2: x, y1: 0, y2: viewH, opacity: 0.5 }));
     // network bands over all lanes
-    for (const b of networkBands()) {
+    let netLabelEnd = -Infinity;
+    const bands = networkBands();
+    for (let bi = 0; bi < bands.length; bi++) {
+      const b = bands[bi];
       if (b.end < t0 || b.start > t1) continue;
       const x0 = X(b.start), x1 = Math.max(X(b.end), x0 + 2);
-      plot.append(s("rect", { class: "net-band", x: x0, y: 0, width: x1 - x0, height: viewH, data: { seq: b.seq } }, s("title", null, "#" + b.seq + " " + b.label)));
-      ax.append(s("rect", { class: "net-band", x: Math.max(x0, LABEL_W), y: 2, width: Math.max(2, Math.min(x1, W) - Math.max(x0, LABEL_W)), height: 16 }));
-      ax.append(s("text", { class: "net-label", x: Math.max(x0, LABEL_W) + 3, y: 14 }, "≋ " + b.label));
+      plot.append(s("rect", { class: "net-band" + (b.restore ? " restore" : ""), x: x0, y: 0, width: x1 - x0, height: viewH, data: { seq: b.seq } }, s("title", null, "#" + b.seq + " " + b.label)));
+      const ax0 = Math.max(x0, LABEL_W), ax1 = Math.min(x1, W);
+      if (!b.restore) ax.append(s("rect", { class: "net-band", x: ax0, y: 2, width: Math.max(2, ax1 - ax0), height: 16 }));
+      // a label where it fits: before the next band starts, after the previous label ends
+      const next = bands[bi + 1] ? X(bands[bi + 1].start) : W;
+      const lx = Math.max(ax0 + 3, netLabelEnd + 4);
+      let text = "≋ " + b.label;
+      const room = (b.restore ? next : Math.max(ax1, Math.min(next, W))) - lx;
+      if (room < text.length * 6.2) text = b.restore ? "≋" : "≋ " + b.label.slice(0, Math.max(0, Math.floor(room / 6.2) - 3)) + "…";
+      if (room < 12 || lx > W - 10) continue;
+      ax.append(s("text", { class: "net-label", x: lx, y: 14 }, text, s("title", null, b.label)));
+      netLabelEnd = lx + text.length * 6.2;
     }
     // now line for live pending
     if (S.mode === "live") { const nx = X(nowMono()); if (nx > LABEL_W && nx < W) plot.append(s("line", { class: "now-line", x1: nx, x2: nx, y1: 0, y2: viewH })); }
