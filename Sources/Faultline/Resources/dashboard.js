@@ -352,18 +352,24 @@
   }
 
   // ---------------------------------------------------------------- theme
+  // data-theme is always light or dark: the toggle's choice, or else the system's (prefers-color-scheme).
+  const darkQuery = matchMedia("(prefers-color-scheme: dark)");
+  let themeChoice = "auto";
   function applyTheme() {
-    let t = null;
-    try { t = localStorage.getItem("faultline-theme"); } catch (e) { /* file:// may forbid it */ }
-    if (t === "light" || t === "dark") document.documentElement.dataset.theme = t; else delete document.documentElement.dataset.theme;
-    ui.theme.textContent = "Theme: " + (t || "auto");
+    try { themeChoice = localStorage.getItem("faultline-theme") || "auto"; } catch (e) { /* file:// may forbid it */ }
+    showTheme();
+    darkQuery.addEventListener("change", showTheme);
+  }
+  function showTheme() {
+    const t = themeChoice === "light" || themeChoice === "dark" ? themeChoice : darkQuery.matches ? "dark" : "light";
+    document.documentElement.dataset.theme = t;
+    ui.theme.textContent = "Theme: " + themeChoice;
+    ui.theme.setAttribute("aria-label", "Colour theme: " + themeChoice + (themeChoice === "auto" ? " (" + t + ")" : "") + ". Click to change.");
   }
   function cycleTheme() {
-    let t = document.documentElement.dataset.theme || "auto";
-    t = t === "auto" ? "light" : t === "light" ? "dark" : "auto";
-    try { if (t === "auto") localStorage.removeItem("faultline-theme"); else localStorage.setItem("faultline-theme", t); } catch (e) { /* ignore */ }
-    if (t === "auto") delete document.documentElement.dataset.theme; else document.documentElement.dataset.theme = t;
-    ui.theme.textContent = "Theme: " + t;
+    themeChoice = themeChoice === "auto" ? "light" : themeChoice === "light" ? "dark" : "auto";
+    try { if (themeChoice === "auto") localStorage.removeItem("faultline-theme"); else localStorage.setItem("faultline-theme", themeChoice); } catch (e) { /* ignore */ }
+    showTheme();
   }
 
   // ---------------------------------------------------------------- render
