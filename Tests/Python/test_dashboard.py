@@ -509,3 +509,53 @@ def test_a_stopped_server_shows_reconnecting(browser, start_faultline, write_sce
          message="the page did not notice the server stopped")
     browser.get("about:blank")
     browser.get_log("browser")  # the failed fetches are expected here
+
+
+def test_the_detail_shows_bodies_as_json_or_hex_and_the_timeline_steps_by_keyboard(browser, start_faultline, write_scenario):
+    server = start_faultline(write_scenario(retry_scenario()))
+    requests.post(server.url + "/other", json={"order": {"id": 7, "items": [1, 2]}, "note": "<b>not markup</b>"}, timeout=10)
+    requests.post(server.url + "/other", data=bytes(range(256)) * 2, headers={"Content-Type": "application/octet-stream"}, timeout=10)
+    json_entry, binary_entry = server.journal(route="other")
+    assert binary_entry["bodyEncoding"] == "base64"
+    open_dashboard(browser, server, rows=2)
+
+    def detail_of(seq):
+        browser.find_element(By.CSS_SELECTOR, f'tr.row[data-seq="{seq}"]').click()
+        wait(browser, js_true("return document.querySelector('dialog.detail').open"), message="no detail")
+        text = browser.execute_script("return [...document.querySelectorAll('dialog.detail pre')].map(p => p.textContent).join('\\n')")
+        ActionChains(browser).send_keys(Keys.ESCAPE).perform()
+        wait(browser, js_true("return !document.querySelector('dialog.detail').open"), message="Escape did not close it")
+        return text
+
+    pretty = detail_of(json_entry["sequence"])
+    assert '\n  "order": {\n    "id": 7,' in pretty, pretty
+    assert "<b>not markup</b>" in pretty and not browser.find_elements(By.CSS_SELECTOR, "dialog.detail b")
+    hexdump = detail_of(binary_entry["sequence"])
+    assert "000000  00 01 02 03 04 05 06 07  08 09 0a 0b" in hexdump, hexdump[:200]
+    # the raw JSON toggle shows the entry as the API gave it
+    browser.find_element(By.CSS_SELECTOR, f'tr.row[data-seq="{json_entry["sequence"]}"]').click()
+    wait(browser, js_true("return document.querySelector('dialog.detail').open"), message="no detail")
+    browser.find_element(By.XPATH, "//dialog//button[text()='Raw JSON']").click()
+    raw = browser.find_element(By.CSS_SELECTOR, "dialog.detail pre.raw-json").text
+    assert json.loads(raw)["sequence"] == json_entry["sequence"]
+    browser.find_element(By.XPATH, "//dialog//button[text()='Raw JSON']").click()
+    ActionChains(browser).send_keys(Keys.ESCAPE).perform()
+    wait(browser, js_true("return !document.querySelector('dialog.detail').open"), message="Escape did not close it")
+    # [ and ] walk the timeline's entries; Enter opens the selected one
+    browser.execute_script("document.querySelector('.timeline').focus()")
+    selected = "return (document.querySelector('.timeline .bar.selected') || {dataset: {}}).dataset.seq === arguments[0]"
+    assert browser.execute_script(selected, str(json_entry["sequence"])), "the entry last opened is selected"
+    ActionChains(browser).send_keys("]").perform()
+    wait(browser, js_true(selected, str(binary_entry["sequence"])), message="] did not step to the next entry")
+    ActionChains(browser).send_keys("[").perform()
+    wait(browser, js_true(selected, str(json_entry["sequence"])), message="[ did not step back")
+    assert json_entry["sequence"] == 1 and "#1 POST /other" in browser.find_element(By.CSS_SELECTOR, ".tl-status").text
+    ActionChains(browser).send_keys("]").perform()
+    wait(browser, js_true("return document.querySelector('.timeline .bar.selected').dataset.seq === arguments[0]",
+                          str(binary_entry["sequence"])), message="] did not step to the next entry")
+    ActionChains(browser).send_keys(Keys.ENTER).perform()
+    wait(browser, js_true("return document.querySelector('dialog.detail').open"), message="Enter did not open the entry")
+    assert browser.find_element(By.ID, "detail-title").text.startswith(f"#{binary_entry['sequence']} POST /other")
+    ActionChains(browser).send_keys(Keys.ESCAPE).perform()
+    wait(browser, js_true("return document.activeElement.classList.contains('timeline')"), message="focus did not return")
+    assert severe_logs(browser) == []

@@ -265,15 +265,16 @@
     ui.lanesSpacer = h("div");
     ui.lanesScroll = h("div", { class: "lanes-scroll" }, ui.lanesSvg, ui.lanesSpacer);
     ui.timelineEmpty = h("div", { class: "timeline-empty hidden" }, "No exchanges yet.");
+    ui.tlStatus = h("div", { class: "tl-status", "aria-live": "polite" }, "Hover a bar for its summary, click it for the detail. Keys: + − zoom, ← → pan, 0 fit, [ ] step through entries, Enter opens. Ctrl+wheel zooms, drag pans.");
     ui.timeline = h("div", { class: "timeline", tabindex: "0", role: "group",
-      "aria-label": "Timeline. Plus and minus zoom, arrow keys pan, 0 fits, Enter opens the selected entry." },
+      "aria-label": "Timeline. Plus and minus zoom, arrow keys pan, 0 fits, [ and ] step through entries, Enter opens the selected one." },
     ui.axis, ui.lanesScroll, ui.timelineEmpty);
     ui.tooltip = h("div", { class: "tooltip hidden", role: "tooltip" });
     main.append(h("section", { class: "panel", id: "timeline", "aria-labelledby": "h-timeline" },
       h("h2", { id: "h-timeline" }, "Timeline",
         h("span", { class: "tools", role: "group", "aria-label": "Grouping" }, ui.groupLogical, ui.groupConn),
         h("span", { class: "tools", role: "group", "aria-label": "Zoom" }, zoomOut, zoomIn, fit, ui.range)),
-      legend(), ui.timeline));
+      legend(), ui.timeline, ui.tlStatus));
     document.body.append(ui.tooltip);
     wireTimeline();
 
@@ -911,10 +912,29 @@
       else if (k === "ArrowUp") ui.lanesScroll.scrollTop -= LANE_H;
       else if (k === "ArrowDown") ui.lanesScroll.scrollTop += LANE_H;
       else if (k === "Enter" && S.selectedSeq != null) { ui.returnFocus = tl; openDetail(S.selectedSeq); }
+      else if (k === "]" || k === "[") stepEntry(k === "]" ? 1 : -1);
       else return;
       ev.preventDefault();
     });
     window.addEventListener("resize", () => renderTimeline());
+  }
+
+  // [ and ] walk the entries in time order from the timeline; the status line reads each one out.
+  function stepEntry(d) {
+    const list = S.list.filter((e) => e.kind !== "network").sort((a, b) => start(a) - start(b));
+    if (!list.length) return;
+    let i = list.findIndex((e) => e.sequence === S.selectedSeq);
+    i = i < 0 ? (d > 0 ? 0 : list.length - 1) : Math.min(list.length - 1, Math.max(0, i + d));
+    const e = list[i];
+    S.selectedSeq = e.sequence;
+    if (S.view && (start(e) < S.view.t0 || start(e) > S.view.t1)) {
+      const span = S.view.t1 - S.view.t0;
+      S.autoFit = false; S.view = { t0: start(e) - span * 0.3, t1: start(e) + span * 0.7 };
+    }
+    const lane = getLanes().findIndex((l) => l.items.includes(e) || l.marks.includes(e));
+    if (lane >= 0) { const top = lane * LANE_H, sc = ui.lanesScroll; if (top < sc.scrollTop || top + LANE_H > sc.scrollTop + sc.clientHeight) sc.scrollTop = top; }
+    ui.tlStatus.textContent = summary(e);
+    renderTimeline(); renderTable(false);
   }
 
   // ---------------------------------------------------------------- journal table
