@@ -85,6 +85,7 @@
     if (e.malformed) return ["fault", "!", "malformed"];
     return ["ok", "✓", "completed"];
   }
+  const RANK = { ok: 0, other: 0, pending: 1, closed: 2, "http-error": 3, fault: 4, reset: 5 };
   function outcomeKey(e) { return (e.response && e.response.outcome) || "completed"; }
   const rel = (ms) => ms - (S.originMs || 0);
   function fmtRel(ms, decimals = 3) { const v = rel(ms) / 1000; return (v < 0 ? "−" : "+") + Math.abs(v).toFixed(decimals) + " s"; }
@@ -427,10 +428,12 @@
       const icon = v.outcome === "fail" ? "✕" : v.outcome === "pass" ? "✓" : "?";
       const key = v.scenario + "/" + v.rule;
       const ev = h("span", { class: "evidence", "aria-label": "Evidence" });
-      for (const seq of v.evidence || []) {
+      const evAll = v.evidence || [];
+      for (const seq of evAll.slice(0, 12)) {
         ev.append(h("a", { href: "#entry-" + seq, data: { seq }, "aria-label": "Highlight entry " + seq,
           onclick: (e) => { e.preventDefault(); e.stopPropagation(); setHighlight([seq], key + "#" + seq); } }, "#" + seq));
       }
+      if (evAll.length > 12) ev.append(h("span", { class: "muted" }, "+" + (evAll.length - 12) + " more"));
       const li = h("li", { class: v.outcome, tabindex: "0", role: "button", data: { verdict: key, outcome: v.outcome },
         "aria-label": v.outcome + ": " + key + ". " + v.explanation + ". Press Enter to highlight its evidence.",
         onclick: () => setHighlight(v.evidence || [], key),
@@ -811,8 +814,10 @@
       const room = (j + 1 < drawn.length ? drawn[j + 1].x0 : X(t1) + 2000) - d.dx1 - 4;
       if (d.cluster) {
         const hl = d.cluster.some((e) => S.highlight.has(e.sequence));
-        const cg = s("g", { class: "cluster" + (hl ? " highlighted" : ""), data: { seqs: d.cluster[0].sequence + "-" + d.cluster[d.cluster.length - 1].sequence, seq: d.cluster[0].sequence, highlighted: hl ? "true" : null } },
-          s("rect", { x: d.x0, y: bt, width: d.dx1 - d.x0, height: bh }), s("title", null, d.cluster.length + " exchanges #" + d.cluster[0].sequence + "–#" + d.cluster[d.cluster.length - 1].sequence + " (zoom in)"));
+        let worst = "ok";
+        for (const e of d.cluster) { const c = outcomeOf(e)[0]; if (RANK[c] > RANK[worst]) worst = c; }
+        const cg = s("g", { class: "cluster bar " + worst + (hl ? " highlighted" : ""), data: { seqs: d.cluster[0].sequence + "-" + d.cluster[d.cluster.length - 1].sequence, seq: d.cluster[0].sequence, highlighted: hl ? "true" : null } },
+          s("rect", { class: "body", x: d.x0, y: bt, width: d.dx1 - d.x0, height: bh }), s("title", null, d.cluster.length + " exchanges (the worst: " + worst + ") #" + d.cluster[0].sequence + "–#" + d.cluster[d.cluster.length - 1].sequence + " (zoom in)"));
         if (room > 22) cg.append(s("text", { x: d.dx1 + 3, y: bt + 12 }, "×" + d.cluster.length));
         g.append(cg);
         continue;
