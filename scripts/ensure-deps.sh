@@ -110,11 +110,17 @@ if [ "$need" = test ]; then
                 --no-warn-script-location schemathesis
         fi
     fi
-    # xmlschema (Tests/Python/test_junit.py) and selenium (the HTML report in a browser): as schemathesis, pip, or
-    # where pip may not install, --break-system-packages into /usr/local.
+    # xmlschema (Tests/Python/test_junit.py), selenium (the HTML report in a browser), setuptools and wheel (the
+    # Python package's wheel): as schemathesis, pip, or where pip may not install, --break-system-packages into
+    # /usr/local.
     python_packages=()
     python3 -c 'import xmlschema' 2>/dev/null || python_packages+=(xmlschema)
     python3 -c 'import selenium' 2>/dev/null || python_packages+=(selenium)
+    # setuptools (61 or later: PEP 621) and wheel: Tests/Python/test_python_package.py builds packaging/python's
+    # wheel with `pip wheel --no-build-isolation`, offline.
+    python3 -c 'import setuptools, sys; sys.exit(int(setuptools.__version__.split(".")[0]) < 61)' 2>/dev/null \
+        || python_packages+=(setuptools)
+    python3 -c 'import wheel' 2>/dev/null || python_packages+=(wheel)
     if [ "${#python_packages[@]}" -gt 0 ]; then
         echo "ensure-deps: installing Python packages ${python_packages[*]}" >&2
         if ! python3 -m pip install -q "${python_packages[@]}" 2>/dev/null; then

@@ -185,3 +185,16 @@ def test_shutdown_answers_202_and_the_process_exits_0(faultline):
     assert faultline.wait_exit(timeout=10) == 0, faultline.stderr()
     with pytest.raises(requests.ConnectionError):
         requests.get(f"{faultline.url}/healthz", timeout=2)
+
+
+@pytest.mark.parametrize("how", [["-H", "Connection: close"], ["--http1.0"], ["--http2-prior-knowledge"], []],
+                         ids=["connection-close", "http1.0", "h2c", "keep-alive"])
+def test_shutdown_exits_0_however_the_request_ends_its_connection(start_faultline, how):
+    # POST /shutdown with Connection: close used to crash the server (SIGILL): the response's completion stopped the
+    # server, which tore the connection down, and the connection then took its finished exchange off an empty queue.
+    import subprocess
+    server = start_faultline()
+    out = subprocess.run(["curl", "-sS", "-X", "POST", *how, server.url + "/__faultline/shutdown"],
+                         capture_output=True, text=True, timeout=10)
+    assert '"stopping":true' in out.stdout, out.stderr
+    assert server.wait_exit(timeout=10) == 0, server.stderr()

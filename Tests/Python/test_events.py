@@ -156,3 +156,36 @@ def test_report_state_and_scenarios_say_what_the_timeline_draws(start_faultline,
     health = server.admin_json("GET", "health")
     assert health["startedAtMonotonicMs"] < entries[1]["receivedAtMonotonicMs"]
     assert health["instance"] == events(server)["instance"]
+
+
+def test_a_watcher_sees_every_entry_of_a_burst_in_a_few_coalesced_answers(start_faultline, write_scenario):
+    server = start_faultline(write_scenario(RETRY))
+    cursor = events(server)["cursor"]
+    seen, answers, stop = set(), [], threading.Event()
+
+    def watch():
+        nonlocal cursor
+        with requests.Session() as session:
+            while not stop.is_set() or len(seen) < 300:
+                answer = session.get(server.url + "/__faultline/events", params={"cursor": cursor, "timeoutMs": 2000},
+                                     timeout=10).json()
+                assert answer["reset"] is False
+                cursor = answer["cursor"]
+                if answer["entries"]:
+                    answers.append(time.monotonic())
+                    seen.update(entry["sequence"] for entry in answer["entries"])
+                elif stop.is_set():
+                    return
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    started = time.monotonic()
+    with requests.Session() as client:
+        for _ in range(300):
+            client.get(server.url + "/item", timeout=5)
+    stop.set()
+    watcher.join(20)
+    elapsed = time.monotonic() - started
+    assert seen == set(range(1, 301)), "every entry of the burst reached the watcher"
+    # At most four rounds a second (one every 250 ms), plus the first and the last.
+    assert len(answers) <= elapsed / 0.25 + 2, (len(answers), elapsed)

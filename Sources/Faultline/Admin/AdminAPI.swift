@@ -233,7 +233,7 @@ final class AdminAPI {
                 body: PackageResources.openapi_json)
             reply(ResponseScript.simple(for: request, response: document), nil)
         case ("POST", "shutdown"):
-            respond(202, .object([("stopping", .bool(true))]), after: { [core] in core.stop() })
+            respond(202, .object([("stopping", .bool(true))]), after: { [core] in core.stop(afterClosing: connectionID) })
         case ("POST", "record/stop"):
             switch core.proxy.writeRecording() {
             case nil:
@@ -244,7 +244,7 @@ final class AdminAPI {
             case .failure(let failure)?:
                 respond(500, .object([("error", .string(failure.description))]))
             case .success(let summary)?:
-                respond(200, summary.json(), after: { [core] in core.stop() })
+                respond(200, summary.json(), after: { [core] in core.stop(afterClosing: connectionID) })
             }
         default:
             respond(405, .object([("error", .string("\(request.method) is not allowed on \(request.path)"))]))

@@ -10,8 +10,9 @@ import FaultlineCore
 /// call switches it off again and forgets the log; a cursor from before (or from another server process:
 /// `instance`) gets `reset: true`, meaning "fetch `/requests` again", as does a cleared journal.
 ///
-/// Answers are coalesced: the first change after a caller started waiting answers it `flushMilliseconds` later,
-/// with everything that changed meanwhile, so a burst of requests costs one answer per watcher. Loop thread only.
+/// Answers are coalesced: the first change after a caller started waiting answers it `flushMilliseconds` later
+/// (`minimumIntervalMilliseconds` after the previous round at the soonest), with everything that changed meanwhile,
+/// so a burst of requests costs one answer per watcher. Loop thread only.
 final class EventFeed {
     /// The log's markers besides sequence numbers (which start at 1).
     private static let stateChanged = 0
@@ -20,6 +21,9 @@ final class EventFeed {
     static let idleNanos: UInt64 = 60_000_000_000
     /// How long after the first change a waiting watcher is answered.
     static let flushMilliseconds = 25
+    /// At most one round of answers in this long: under a load test's thousands of requests a second, an open
+    /// dashboard costs the loop four batches a second, not one per change.
+    static let minimumIntervalMilliseconds = 250
     /// The log is trimmed to half when it grows past this; a cursor before the trimmed part gets `reset`.
     static let logCapacity = 100_000
     /// More changed entries than this in one answer: `reset` instead (the journal itself is the cheaper answer).
@@ -41,6 +45,8 @@ final class EventFeed {
     /// The stamp from which changes are tracked (the feed was switched on then); earlier cursors get `reset`.
     private var trackedFrom = 0
     private var lastCallNanos: UInt64 = 0
+    /// When the last round of coalesced answers went out.
+    private var lastAnswerNanos: UInt64 = 0
     private var waits: [Int: Wait] = [:]
     private var nextWaitID = 1
     private var flushTimer: LoopTimer?
@@ -78,11 +84,18 @@ final class EventFeed {
             log.removeFirst(drop)
             base += drop
         }
-        if !waits.isEmpty, flushTimer == nil {
-            flushTimer = LoopTimer(loop: core.loop, milliseconds: Self.flushMilliseconds) { [unowned self] in
-                flushTimer = nil
-                answerAll()
-            }
+        if !waits.isEmpty { scheduleFlush() }
+    }
+
+    /// Answers every waiting watcher `flushMilliseconds` from now, or `minimumIntervalMilliseconds` after the last
+    /// round if that is later.
+    private func scheduleFlush() {
+        guard flushTimer == nil else { return }
+        let sinceLast = Int(min((Clock.monotonicNanos() &- lastAnswerNanos) / 1_000_000, 1_000_000))
+        let delay = max(Self.flushMilliseconds, Self.minimumIntervalMilliseconds - sinceLast)
+        flushTimer = LoopTimer(loop: core.loop, milliseconds: delay) { [unowned self] in
+            flushTimer = nil
+            answerAll()
         }
     }
 
@@ -95,8 +108,9 @@ final class EventFeed {
 
     // MARK: - The endpoint
 
-    /// Answers `GET /events?cursor=C&timeoutMs=T` through `reply`: at once when there is something to say (or no
-    /// cursor was given), else at the first change or after `timeoutMilliseconds` with nothing.
+    /// Answers `GET /events?cursor=C&timeoutMs=T` through `reply`: at once without a usable cursor (`reset`) or with
+    /// `timeoutMs=0`; else with the next round of answers once something changed since `C`, or after
+    /// `timeoutMilliseconds` with nothing.
     func poll(cursor given: Int?, timeoutMilliseconds: Int, owner: Int, reply: @escaping (JSONValue) -> Void) {
         lastCallNanos = Clock.monotonicNanos()
         if !core.feedActive {
@@ -109,7 +123,7 @@ final class EventFeed {
             reply(answer(entries: [], reset: true, state: true))
             return
         }
-        if given < cursor || timeoutMilliseconds == 0 {
+        if timeoutMilliseconds == 0 {
             reply(changes(since: given))
             return
         }
@@ -121,6 +135,8 @@ final class EventFeed {
             wait.done(changes(since: wait.cursor))
         }
         waits[id] = Wait(cursor: given, owner: owner, timer: timer, done: reply)
+        // Changes already waiting for this caller go out with the next round, not at once.
+        if given < cursor { scheduleFlush() }
     }
 
     /// What changed from stamp `from` to now.
@@ -156,6 +172,7 @@ final class EventFeed {
         let answering = waits
         waits = [:]
         lastCallNanos = Clock.monotonicNanos()
+        lastAnswerNanos = lastCallNanos
         for wait in answering.values.sorted(by: { $0.cursor < $1.cursor }) {
             wait.timer.cancel()
             wait.done(changes(since: wait.cursor))

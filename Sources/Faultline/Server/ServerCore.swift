@@ -289,6 +289,7 @@ final class ServerCore: @unchecked Sendable {
         connections[connection.id] = nil
         journalWaits.ownerGone(connection.id)
         if feedActive { events.ownerGone(connection.id) }
+        if stopWhenClosed?.connection == connection.id { stop() }
     }
 
     /// Stops on SIGINT and SIGTERM, through the loop (libevent's signal events), so shutdown runs on the
@@ -441,11 +442,28 @@ final class ServerCore: @unchecked Sendable {
 
     // MARK: - Stopping
 
+    /// How long `stop(afterClosing:)` waits for the asking connection to close.
+    static let stopAfterAnswerMilliseconds = 250
+    private var stopWhenClosed: (connection: Int, timer: LoopTimer)?
+
+    /// Stops once the connection that asked (`POST /shutdown`, `/record/stop`) has closed, or after
+    /// `stopAfterAnswerMilliseconds`: its answer is complete but may still sit in the socket's buffers, and an
+    /// HTTP/2 client answers it with frames of its own (WINDOW_UPDATE, a SETTINGS ack, GOAWAY); closing a socket
+    /// with unread input sends RST, which can destroy the answer at the client before it reads it.
+    func stop(afterClosing connection: Int) {
+        guard !isStopping, stopWhenClosed == nil else { return }
+        guard connections[connection] != nil else { return stop() }
+        let timer = LoopTimer(loop: loop, milliseconds: Self.stopAfterAnswerMilliseconds) { [unowned self] in stop() }
+        stopWhenClosed = (connection, timer)
+    }
+
     /// Stops accepting, closes every connection (pending exchanges are journaled as cancelled) and ends the
     /// loop. Loop thread only.
     func stop() {
         guard !isStopping else { return }
         isStopping = true
+        stopWhenClosed?.timer.cancel()
+        stopWhenClosed = nil
         network.stop()
         if let listener { evconnlistener_free(listener) }
         listener = nil

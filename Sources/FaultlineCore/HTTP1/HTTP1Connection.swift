@@ -631,8 +631,8 @@ package final class HTTP1Connection {
             // A FIN during a wait step: the probe tells a client that left from one that half-closed.
             guard io.peerHasReset, case .finished(let at) = readSide else { return }
             if let exchange = exchanges.first, exchange.bytesWritten == 0 {
+                removeHead()
                 complete(exchange, .clientClosed, at: at)
-                exchanges.removeFirst()
             }
             teardown(.clientClosed)
         default:
@@ -642,7 +642,11 @@ package final class HTTP1Connection {
 
     /// A close, reset or shutdown, with the output already drained.
     private func perform(_ abort: ConnectionAbort) {
-        guard let exchange = exchanges.first else { return }
+        guard !exchanges.isEmpty else { return }
+        // Off the queue before it completes, and nothing more once a completion closed the connection: completing
+        // may stop the server (`POST /__faultline/shutdown` with `Connection: close`), which tears every
+        // connection down, this one included.
+        let exchange = removeHead()
         // For the journal only: FIN carries out a fault's close, a planned end (`endConnection`) and an exchange
         // abandoned without a fault (a proxied body whose upstream failed) alike; the outcome says whether the
         // script was a fault's.
@@ -650,17 +654,16 @@ package final class HTTP1Connection {
         switch abort {
         case .reset:
             complete(exchange, .resetSent)
-            exchanges.removeFirst()
             teardown(.cancelled, abortive: true)
         case .close, .closeWithoutNotify:
             if abort == .closeWithoutNotify { io.omitCloseNotify() }
             complete(exchange, byFault ? .closedByFault : .completed)
-            exchanges.removeFirst()
+            guard state != .closed else { return }
             closeGracefully(after: exchange)
         case .shutdownWrite:
             io.shutdownWrite()
             complete(exchange, .halfClosed)
-            exchanges.removeFirst()
+            guard state != .closed else { return }
             // Requests that arrive from now on are journaled but can never be answered.
             transition(to: .halfClosed)
             if case .finished = readSide { teardown(.cancelled) }
@@ -736,7 +739,7 @@ package final class HTTP1Connection {
         cancel(.header)
         switch state {
         case .hanging:
-            if let exchange = exchanges.first { complete(exchange, .hangReleased); exchanges.removeFirst() }
+            if !exchanges.isEmpty { complete(removeHead(), .hangReleased) }
             teardown(.clientClosed)
         case .halfClosed, .lingering, .closeQueued:
             teardown(.clientClosed)
