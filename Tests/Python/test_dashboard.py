@@ -11,6 +11,7 @@ import asyncio
 import base64
 import json
 import re
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -558,4 +559,34 @@ def test_the_detail_shows_bodies_as_json_or_hex_and_the_timeline_steps_by_keyboa
     assert browser.find_element(By.ID, "detail-title").text.startswith(f"#{binary_entry['sequence']} POST /other")
     ActionChains(browser).send_keys(Keys.ESCAPE).perform()
     wait(browser, js_true("return document.activeElement.classList.contains('timeline')"), message="focus did not return")
+    assert severe_logs(browser) == []
+
+
+def test_a_pending_exchange_grows_then_settles(browser, start_faultline, write_scenario):
+    scenario = retry_scenario()
+    scenario["routes"].append({"id": "hang", "match": {"path": "/hang"}, "responses": [{"fault": "hang"}]})
+    server = start_faultline(write_scenario(scenario))
+    requests.get(server.url + "/other", timeout=10)
+    open_dashboard(browser, server, rows=1)
+    client = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    try:
+        client.sendall(b"GET /hang HTTP/1.1\r\nHost: x\r\n\r\n")
+        entry = server.wait_for(1, route="hang")[0]
+        assert entry["response"]["outcome"] == "pending"
+        bar = f'.timeline .bar.pending[data-seq="{entry["sequence"]}"] rect.body'
+        width = "return (document.querySelector(arguments[0]) || {getBBox: () => ({width: -1})}).getBBox().width"
+        wait(browser, lambda d: d.execute_script(width, bar) > 0, message="no pending bar")
+        first = browser.execute_script(width, bar)
+        wait(browser, lambda d: d.execute_script(width, bar) > first + 2, message="the pending bar did not grow")
+        assert browser.execute_script("return document.querySelector('tr.row[data-seq=\"' + arguments[0] + '\"]').textContent",
+                                      entry["sequence"]).count("pending")
+    finally:
+        client.close()
+    settled = f'.timeline .bar[data-seq="{entry["sequence"]}"]'
+    wait(browser, js_true("const b = document.querySelector(arguments[0]); return b && !b.classList.contains('pending')", settled),
+         message="the released hang still shows as pending")
+    assert browser.find_element(By.CSS_SELECTOR, settled).get_attribute("data-outcome") == "hang-released"
+    # newest first
+    shown = [int(x) for x in browser.execute_script("return [...document.querySelectorAll('tr.row')].map(r => r.dataset.seq)")]
+    assert shown == sorted(shown, reverse=True) and len(shown) == 2
     assert severe_logs(browser) == []
