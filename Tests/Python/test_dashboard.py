@@ -590,3 +590,24 @@ def test_a_pending_exchange_grows_then_settles(browser, start_faultline, write_s
     shown = [int(x) for x in browser.execute_script("return [...document.querySelectorAll('tr.row')].map(r => r.dataset.seq)")]
     assert shown == sorted(shown, reverse=True) and len(shown) == 2
     assert severe_logs(browser) == []
+
+
+def test_a_restarted_server_is_reloaded_without_reloading_the_page(browser, start_faultline, write_scenario):
+    path = write_scenario(retry_scenario())
+    first = start_faultline(path)
+    requests.get(first.url + "/other?run=first", timeout=10)
+    open_dashboard(browser, first, rows=1)
+    instance = first.admin_json("GET", "health")["instance"]
+    assert first.stop() == 0
+    wait(browser, js_true("return document.querySelector('.status').textContent.includes('reconnecting')"),
+         message="the page did not notice the server stopped")
+    second = start_faultline(path, args=["--port", first.port])  # the later --port wins: the same origin
+    assert second.port == first.port and second.admin_json("GET", "health")["instance"] != instance
+    requests.get(second.url + "/other?run=second", timeout=10)
+    # backoff tops out at 5 s between attempts
+    wait(browser, js_true("""return document.querySelector('.status').textContent.includes('live') &&
+        [...document.querySelectorAll('tr.row')].map(r => r.textContent).join('|').includes('run=second') &&
+        ![...document.querySelectorAll('tr.row')].some(r => r.textContent.includes('run=first'))"""), 15,
+         "the page did not reload the new server's data")
+    assert browser.execute_script("return performance.getEntriesByType('navigation').length") == 1
+    browser.get_log("browser")  # fetches refused while the server was down are expected
