@@ -20,7 +20,7 @@ import httpx
 import pytest
 import requests
 from selenium import webdriver
-from selenium.common.exceptions import WebDriverException
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
@@ -60,7 +60,14 @@ def browser():
 
 
 def wait(driver, condition, timeout=UI_WAIT_S, message="", poll=0.05):
-    return WebDriverWait(driver, timeout, poll_frequency=poll).until(condition, message)
+    return WebDriverWait(driver, timeout, poll_frequency=poll,
+                         ignored_exceptions=(StaleElementReferenceException,)).until(condition, message)
+
+
+def click(driver, css):
+    """Clicks what `css` finds; the page redraws its rows and verdicts on every update, so a stale element is
+    found again."""
+    wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, css).click() or True, message=f"cannot click {css}")
 
 
 def js_true(script, *args):
@@ -250,7 +257,7 @@ def test_retry_after_window_lies_between_the_attempts(browser, start_faultline, 
     assert found["aStart"] <= found["wStart"] < found["wEnd"] <= found["bStart"], found
     assert abs(found["bStart"] - retry["receivedAtMonotonicMs"]) < 0.01
     assert found["ax"] <= found["wx0"] + 0.5 and found["wx1"] <= found["bx"] + 0.5, found
-    assert "1 s" in browser.find_element(By.CSS_SELECTOR, ".window-label").text
+    assert "1 s" in browser.execute_script("return document.querySelector('.window-label').textContent")
 
 
 def test_a_new_request_appears_within_a_second(browser, start_faultline, write_scenario):
@@ -281,19 +288,17 @@ def test_a_failing_verdict_highlights_exactly_its_evidence(browser, start_faultl
     assert verdict["outcome"] == "fail" and verdict["evidence"], verdict
     total = len(server.journal())
     open_dashboard(browser, server, rows=total)
-    items = browser.find_elements(By.CSS_SELECTOR, "ol.verdicts li[data-verdict]")
-    assert items[0].get_attribute("data-outcome") == "fail", "failing verdicts come first"
-    assert items[0].get_attribute("data-verdict") == "retry-story/honorsRetryAfter"
+    first = browser.execute_script("const li = document.querySelector('ol.verdicts li[data-verdict]'); return [li.dataset.outcome, li.dataset.verdict]")
+    assert first == ["fail", "retry-story/honorsRetryAfter"], "failing verdicts come first"
     assert seqs(browser, "[data-highlighted]") == []
-    items[0].click()
+    click(browser, "ol.verdicts li[data-verdict]")
     evidence = sorted(verdict["evidence"])
     wait(browser, lambda d: seqs(d, ".timeline .bar.highlighted[data-highlighted]") == evidence,
          message="the timeline did not highlight the evidence")
     assert seqs(browser, "tr.row.highlighted[data-highlighted]") == evidence
     assert seqs(browser, "[data-highlighted]") == evidence, "and nothing else"
     # one evidence link highlights that entry alone
-    link = browser.find_element(By.CSS_SELECTOR, f'ol.verdicts li[data-outcome="fail"] .evidence a[data-seq="{evidence[-1]}"]')
-    link.click()
+    click(browser, f'ol.verdicts li[data-outcome="fail"] .evidence a[data-seq="{evidence[-1]}"]')
     wait(browser, lambda d: seqs(d, "[data-highlighted]") == [evidence[-1]], message="the link did not narrow the highlight")
     browser.find_element(By.XPATH, "//button[text()='Clear highlight']").click()
     wait(browser, lambda d: seqs(d, "[data-highlighted]") == [], message="the highlight was not cleared")
@@ -326,7 +331,7 @@ def test_http2_streams_get_lanes_and_websocket_frames_show_in_the_detail(browser
     browser.execute_script("arguments[0].focus()", table)
     ActionChains(browser).send_keys(Keys.ARROW_DOWN).perform()
     wait(browser, js_true("return document.querySelector('tr.row.selected') !== null"), message="arrow keys select no row")
-    assert browser.find_element(By.CSS_SELECTOR, "tr.row.selected").get_attribute("data-seq") == str(ws["sequence"])
+    assert browser.execute_script("return document.querySelector('tr.row.selected').dataset.seq") == str(ws["sequence"])
     ActionChains(browser).send_keys(Keys.ENTER).perform()
     wait(browser, js_true("return document.querySelector('dialog.detail').open"), message="Enter did not open the detail")
     shown = browser.find_elements(By.CSS_SELECTOR, "dialog.detail .ws-frame")
@@ -384,11 +389,11 @@ def test_screenshots_of_the_retry_story(browser, start_faultline, write_scenario
     shot(browser, "dashboard-dark-connections.png")
     set_theme(browser, "light")
     browser.find_element(By.XPATH, "//button[text()='By logical request']").click()
-    browser.find_element(By.CSS_SELECTOR, "ol.verdicts li[data-outcome='fail']").click()
+    click(browser, "ol.verdicts li[data-outcome='fail']")
     wait(browser, js_true("return document.querySelectorAll('[data-highlighted]').length > 0"), message="no highlight")
     shot(browser, "dashboard-light-highlighted.png")
     retry = server.journal(route="item")[-1]["sequence"]
-    browser.find_element(By.CSS_SELECTOR, f'tr.row[data-seq="{retry}"]').click()
+    click(browser, f'tr.row[data-seq="{retry}"]')
     wait(browser, js_true("return document.querySelector('dialog.detail').open"), message="no detail")
     shot(browser, "detail-light.png")
     ActionChains(browser).send_keys(Keys.ESCAPE).perform()
@@ -417,9 +422,8 @@ def test_the_static_report_shows_the_run_offline(browser, start_faultline, write
         wait(browser, js_true("return document.body.dataset.ready === 'true'"), PAGE_LOAD_S, "the report never rendered")
         assert seqs(browser, "tr.row") == sorted(journal)
         assert browser.find_element(By.CSS_SELECTOR, ".status").text.startswith("report generated at ")
-        more = browser.find_elements(By.CSS_SELECTOR, "li.verdict-more button")
-        if more:
-            more[0].click()
+        if browser.find_elements(By.CSS_SELECTOR, "li.verdict-more button"):
+            click(browser, "li.verdict-more button")
         shown = browser.execute_script("""return [...document.querySelectorAll('ol.verdicts li[data-verdict]')]
             .map(li => [li.dataset.verdict, li.dataset.outcome])""")
         expected = [[f"{v['scenario']}/{v['rule']}", v["outcome"]] for v in report["verdicts"]]
@@ -521,7 +525,7 @@ def test_the_detail_shows_bodies_as_json_or_hex_and_the_timeline_steps_by_keyboa
     open_dashboard(browser, server, rows=2)
 
     def detail_of(seq):
-        browser.find_element(By.CSS_SELECTOR, f'tr.row[data-seq="{seq}"]').click()
+        click(browser, f'tr.row[data-seq="{seq}"]')
         wait(browser, js_true("return document.querySelector('dialog.detail').open"), message="no detail")
         text = browser.execute_script("return [...document.querySelectorAll('dialog.detail pre')].map(p => p.textContent).join('\\n')")
         ActionChains(browser).send_keys(Keys.ESCAPE).perform()
@@ -534,7 +538,7 @@ def test_the_detail_shows_bodies_as_json_or_hex_and_the_timeline_steps_by_keyboa
     hexdump = detail_of(binary_entry["sequence"])
     assert "000000  00 01 02 03 04 05 06 07  08 09 0a 0b" in hexdump, hexdump[:200]
     # the raw JSON toggle shows the entry as the API gave it
-    browser.find_element(By.CSS_SELECTOR, f'tr.row[data-seq="{json_entry["sequence"]}"]').click()
+    click(browser, f'tr.row[data-seq="{json_entry["sequence"]}"]')
     wait(browser, js_true("return document.querySelector('dialog.detail').open"), message="no detail")
     browser.find_element(By.XPATH, "//dialog//button[text()='Raw JSON']").click()
     raw = browser.find_element(By.CSS_SELECTOR, "dialog.detail pre.raw-json").text
@@ -585,7 +589,7 @@ def test_a_pending_exchange_grows_then_settles(browser, start_faultline, write_s
     settled = f'.timeline .bar[data-seq="{entry["sequence"]}"]'
     wait(browser, js_true("const b = document.querySelector(arguments[0]); return b && !b.classList.contains('pending')", settled),
          message="the released hang still shows as pending")
-    assert browser.find_element(By.CSS_SELECTOR, settled).get_attribute("data-outcome") == "hang-released"
+    assert browser.execute_script("return document.querySelector(arguments[0]).dataset.outcome", settled) == "hang-released"
     # newest first
     shown = [int(x) for x in browser.execute_script("return [...document.querySelectorAll('tr.row')].map(r => r.dataset.seq)")]
     assert shown == sorted(shown, reverse=True) and len(shown) == 2
