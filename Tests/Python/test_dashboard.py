@@ -584,8 +584,14 @@ def test_a_pending_exchange_grows_then_settles(browser, start_faultline, write_s
         wait(browser, lambda d: d.execute_script(width, bar) > first + 2, message="the pending bar did not grow")
         assert browser.execute_script("return document.querySelector('tr.row[data-seq=\"' + arguments[0] + '\"]').textContent",
                                       entry["sequence"]).count("pending")
+        click(browser, f'tr.row[data-seq="{entry["sequence"]}"]')
+        wait(browser, js_true("return document.querySelector('dialog.detail').open"), message="no detail")
+        assert "pending" in browser.find_element(By.ID, "detail-title").text
     finally:
         client.close()
+    wait(browser, lambda d: "hang-released" in d.find_element(By.ID, "detail-title").text,
+         message="the open detail did not follow the entry's change")
+    ActionChains(browser).send_keys(Keys.ESCAPE).perform()
     settled = f'.timeline .bar[data-seq="{entry["sequence"]}"]'
     wait(browser, js_true("const b = document.querySelector(arguments[0]); return b && !b.classList.contains('pending')", settled),
          message="the released hang still shows as pending")

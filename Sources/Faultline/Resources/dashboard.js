@@ -121,6 +121,8 @@
   function mergeEntries(list) {
     for (const e of list) S.entries.set(e.sequence, e);
     rebuildList();
+    // the entry open in the detail changed (a pending one settled): show its new state
+    if (ui.detail && ui.detail.open && list.some((e) => e.sequence === S.selectedSeq)) openDetail(S.selectedSeq, true);
   }
   function rebuildList() {
     S.list = [...S.entries.values()].sort((a, b) => a.sequence - b.sequence);
@@ -1084,7 +1086,7 @@
     for (const [k, v] of Object.entries(obj)) pairs.push([k, v !== null && typeof v === "object" ? h("pre", null, JSON.stringify(v, null, 2)) : v === null ? "null" : String(v)]);
     return kv(pairs);
   }
-  function openDetail(seq) {
+  function openDetail(seq, refresh) {
     const e = S.entries.get(seq);
     if (!e) return;
     S.selectedSeq = seq;
@@ -1130,6 +1132,7 @@
         if (rec != null) b.append(h("h3", null, name), recordView(rec));
       }
     }
+    if (refresh) return;
     if (!ui.detail.open) { if (!ui.returnFocus) ui.returnFocus = document.activeElement; ui.detail.showModal(); }
     ui.detail.querySelector(".detail-head button[aria-label='Close detail']").focus();
     renderTable(false); renderTimeline();
