@@ -437,6 +437,9 @@ def test_the_static_report_shows_the_run_offline(browser, start_faultline, write
         assert all(name.startswith("data:") for name in names), names
         assert severe_logs(browser) == []
         shot(browser, "static-report.png")
+        set_theme(browser, "dark")
+        shot(browser, "static-report-dark.png")
+        set_theme(browser, "auto")
     finally:
         browser.delete_network_conditions()
 

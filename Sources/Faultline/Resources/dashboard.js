@@ -290,7 +290,7 @@
     ui.tableCount = h("span", { class: "muted" });
     ui.tbody = h("tbody");
     const cols = [["#", "5%"], ["time", "8%"], ["request", "29%"], ["status", "6%"], ["outcome", "13%"], ["fault", "10%"], ["protocol", "7%"], ["conn", "9%"], ["duration", "7%"], ["route", "6%"]];
-    ui.table = h("table", { class: "journal", "aria-label": "Journal, newest first" },
+    ui.table = h("table", { class: "journal", role: "grid", "aria-readonly": "true", "aria-label": "Journal, newest first" },
       h("colgroup", null, cols.map(([, w]) => { const c = h("col"); c.style.width = w; return c; })),
       h("thead", null, h("tr", null, cols.map(([n]) => h("th", { scope: "col" }, n)))), ui.tbody);
     ui.tableWrap = h("div", { class: "table-wrap", tabindex: "0", "aria-label": "Journal table: arrow keys move, Enter opens" }, ui.table);
@@ -842,8 +842,8 @@
       const tw = text.length * 6.3 + 6;
       if (w > tw) bg.append(s("text", { class: "bar-label", x: d.x0 + 4, y: bt + 12 }, text));
       else if (room > tw) {
-        bg.append(s("text", { class: "bar-label" + (early ? " early-label" : ""), x: d.dx1 + 3, y: bt + 12 }, text));
-      } else if (room > 12) bg.append(s("text", { class: "glyph", x: d.dx1 + 2, y: bt + 12 }, glyph));
+        bg.append(s("text", { class: "bar-label" + (early ? " early-label" : ""), x: d.dx1 + (hl ? 7 : 3), y: bt + 12 }, text));
+      } else if (room > 12) bg.append(s("text", { class: "glyph", x: d.dx1 + (hl ? 6 : 2), y: bt + 12 }, glyph));
       if (e.websocket && e.websocket.frames && w > 20) {
         for (const f of e.websocket.frames.slice(0, 400)) {
           const fx = X(start(e) + f.atMs);
@@ -986,6 +986,7 @@
       filtered = [];
       for (let i = S.list.length - 1; i >= 0; i--) if (entryMatches(S.list[i], S.filters)) filtered.push(S.list[i]);
       ui.tableCount.textContent = "showing " + filtered.length + " of " + S.list.length + " entries";
+      ui.table.setAttribute("aria-rowcount", String(filtered.length + 1));
     }
     const wrap = ui.tableWrap;
     const headH = ui.table.tHead ? ui.table.tHead.offsetHeight : 28;
@@ -995,7 +996,7 @@
     const tb = clear(ui.tbody);
     const spacer = (n) => { const td = h("td", { colspan: "10" }); td.style.height = n * ROW_H + "px"; return h("tr", { class: "spacer", "aria-hidden": "true" }, td); };
     if (firstRow > 0) tb.append(spacer(firstRow));
-    for (let i = firstRow; i < lastRow; i++) tb.append(rowFor(filtered[i]));
+    for (let i = firstRow; i < lastRow; i++) { const tr = rowFor(filtered[i]); tr.setAttribute("aria-rowindex", String(i + 2)); tb.append(tr); }
     if (lastRow < filtered.length) tb.append(spacer(filtered.length - lastRow));
     if (!filtered.length) tb.append(h("tr", null, h("td", { colspan: "10", class: "muted" }, S.list.length ? "No entry matches the filters." : "No requests yet.")));
   }
