@@ -188,7 +188,7 @@ package enum RemoteCommands {
     }
 
     /// The data object the self-contained HTML report embeds (`DashboardPage.selfContained(data:)`):
-    /// `{"generatedAt", "server", "health", "requests", "report", "state", "scenarios", "network"}`, each the
+    /// `{"generatedAt", "server", "health", "requests", "report", "state", "scenarios", "network", "resources"}`, each the
     /// server's parsed answer. `report` is the one verify already fetched (with its `--scenario`), else
     /// `GET /__faultline/report` is asked now. The report comes before the journal, so every evidence number it
     /// names is in the journal embedded (unless evicted).
@@ -204,6 +204,7 @@ package enum RemoteCommands {
             ("requests", "/__faultline/requests", "the journal", "requests"), ("state", "/__faultline/state", "its state", nil),
             ("scenarios", "/__faultline/scenarios", "its scenarios", nil),
             ("network", "/__faultline/network", "its network conditions", nil),
+            ("resources", "/__faultline/resources", "its resources", "resources"),
         ]
         for (name, path, what, listing) in sources where answers[name] == nil {
             switch await getJSON(base, path, command, answering: what, listing: listing) {
@@ -211,7 +212,7 @@ package enum RemoteCommands {
             case .success(let answer): answers[name] = answer
             }
         }
-        for name in ["health", "requests", "report", "state", "scenarios", "network"] {
+        for name in ["health", "requests", "report", "state", "scenarios", "network", "resources"] {
             members.append((name, answers[name] ?? .null))
         }
         return .success(.object(members))

@@ -100,7 +100,7 @@ def shot(driver, name):
 
 def set_theme(driver, theme):
     """Click the theme toggle until it says `theme` (auto → light → dark)."""
-    button = driver.find_element(By.CSS_SELECTOR, "header.top button")
+    button = driver.find_element(By.CSS_SELECTOR, "header.top button[aria-label^='Colour theme']")
     for _ in range(3):
         if button.text == f"Theme: {theme}":
             return
@@ -373,7 +373,7 @@ def test_screenshots_of_the_retry_story(browser, start_faultline, write_scenario
     browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
     try:
         open_dashboard(browser, server, rows=total)
-        assert browser.find_element(By.CSS_SELECTOR, "header.top button").text == "Theme: auto"
+        assert browser.find_element(By.CSS_SELECTOR, "header.top button[aria-label^='Colour theme']").text == "Theme: auto"
         assert browser.execute_script("return document.documentElement.dataset.theme") == "dark", "auto follows the system"
         background = browser.execute_script("return getComputedStyle(document.body).backgroundColor")
         assert sum(int(x) for x in re.findall(r"\d+", background)[:3]) < 150, background
@@ -624,3 +624,22 @@ def test_a_restarted_server_is_reloaded_without_reloading_the_page(browser, star
          "the page did not reload the new server's data")
     assert browser.execute_script("return performance.getEntriesByType('navigation').length") == 1
     browser.get_log("browser")  # fetches refused while the server was down are expected
+
+
+def test_the_detail_shows_the_step_that_answered_as_scripted(browser, start_faultline, write_scenario):
+    # The journal keeps the request, not the response's headers: the detail shows the answering step as written.
+    server = start_faultline(write_scenario(retry_scenario(retry_after="7")))
+    assert requests.get(server.url + "/v1/items/1", headers={"X-Case": "a"}, timeout=10).status_code == 503
+    entry, = server.journal(route="item")
+    open_dashboard(browser, server, rows=1)
+    click(browser, f'tr.row[data-seq="{entry["sequence"]}"]')
+    wait(browser, js_true("return document.querySelector('dialog.detail').open"), message="no detail")
+    text = browser.execute_script("""
+        const h = [...document.querySelectorAll('dialog.detail h3')].find(x => x.textContent === 'Scripted step');
+        if (!h) return null;
+        let out = '', n = h.nextElementSibling;
+        while (n && n.tagName !== 'H3') { out += n.textContent + '\\n'; n = n.nextElementSibling; }
+        return out;""")
+    assert text is not None, "no Scripted step section"
+    assert "item · step 0" in text and "503" in text and "Retry-After7" in text.replace(" ", ""), text
+    ActionChains(browser).send_keys(Keys.ESCAPE).perform()

@@ -223,13 +223,15 @@ def test_html_report_embeds_the_api_answers(start_faultline, write_scenario, run
     report = server.admin_json("GET", "report")
     for path in (verified, exported):
         data = embedded(path)
-        assert list(data) == ["generatedAt", "server", "health", "requests", "report", "state", "scenarios", "network"]
+        assert list(data) == ["generatedAt", "server", "health", "requests", "report", "state", "scenarios", "network",
+                              "resources"]
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", data["generatedAt"])
         assert data["server"] == server.url and data["health"]["status"] == "ok"
         assert [entry["sequence"] for entry in data["requests"]["requests"]] == sequences
         assert data["report"]["verdicts"] == report["verdicts"]
         assert data["scenarios"] == server.admin_json("GET", "scenarios")
         assert data["network"] == server.admin_json("GET", "network")
+        assert data["resources"] == server.admin_json("GET", "resources")
 
     # With --scenario the embedded report is that scenario's, as verify judged it.
     one = tmp_path / "search.html"

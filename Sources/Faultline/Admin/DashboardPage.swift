@@ -29,7 +29,7 @@ package enum DashboardPage {
     ]).utf8)
 
     /// One HTML file holding the dashboard and `data` (`{"generatedAt", "server", "health", "requests", "report",
-    /// "state", "scenarios", "network"}`, as `faultline export --format html` gathers it).
+    /// "state", "scenarios", "network", "resources"}`, as `faultline export --format html` gathers it).
     package static func selfContained(data: JSONValue) -> String {
         fill([
             "csp": #"<meta http-equiv="Content-Security-Policy" content="\#(fileCSP)">"#,

@@ -151,6 +151,7 @@
       api("health"), api("requests"), api("report"), api("state"), api("scenarios"), api("network"),
       api("resources").catch(() => null)]);
     Object.assign(S, { health, report, state, scenarios, network, resources });
+    S.skipped = 0;
     if (health.instance) S.instance = health.instance;
     S.wallOffset = null;
     setEntries(requests.requests || []);
@@ -199,6 +200,8 @@
           await fullReload();
           S.instance = ans.instance;
         } else {
+          // Under a load faster than the page, an answer carries the newest entries and counts the rest.
+          if (ans.skipped) { S.skipped = (S.skipped || 0) + ans.skipped; renderHeader(); }
           if (ans.entries && ans.entries.length) { mergeEntries(ans.entries); render(); }
           if ((ans.entries && ans.entries.length) || ans.state) scheduleRefresh(!!ans.state);
         }
@@ -238,13 +241,15 @@
   function buildShell() {
     const app = clear(document.getElementById("app"));
     ui.status = h("span", { class: "status", role: "status", "aria-live": "polite" });
+    ui.skipped = h("button", { type: "button", class: "skipped hidden", title: "Fetch the whole journal again",
+      onclick: () => { fullReload().catch(() => {}); } });
     ui.counters = h("ul", { class: "counters", "aria-label": "Journal counters" });
     ui.summary = h("span", { class: "summary" });
     ui.version = h("span", { class: "muted" });
     ui.server = h("span", { class: "mono" });
     ui.theme = h("button", { type: "button", "aria-label": "Colour theme", onclick: cycleTheme });
     app.append(h("header", { class: "top" },
-      h("h1", null, "Faultline"), ui.server, ui.version, ui.status, ui.counters, ui.summary,
+      h("h1", null, "Faultline"), ui.server, ui.version, ui.status, ui.skipped, ui.counters, ui.summary,
       h("span", { class: "spacer" }), ui.theme));
     const main = h("main");
     app.append(main);
@@ -395,6 +400,8 @@
     ui.status.className = "status " + S.status;
     ui.status.textContent = S.status === "live" ? "● live" : S.status === "reconnecting" ? "◌ reconnecting…" :
       S.status === "static" ? "report generated at " + (S.generatedAt || "?").replace("T", " ").replace(/\.\d+Z$/, "Z") : "connecting…";
+    ui.skipped.classList.toggle("hidden", !S.skipped);
+    ui.skipped.textContent = S.skipped ? S.skipped + " not shown live (too fast) · load all" : "";
     let faults = 0, unmatched = 0, malformed = 0, reqs = 0;
     for (const e of S.list) {
       if (!isReq(e)) continue;
@@ -529,12 +536,24 @@
     };
     if (S.grouping === "logical") {
       const taken = new Set();
+      // One row per logical request (scenario and label), holding every chain of it: a first attempt and its
+      // retries each, so a journal of thousands of requests to a few endpoints stays a few rows.
       for (const c of logicalChains()) {
         const items = (c.attempts || []).map((q) => S.entries.get(q)).filter(Boolean);
         if (!items.length) continue;
-        const l = lane("chain:" + c.attempts[0], c.label + (items.length > 1 ? "  · " + items.length + " attempts" : ""), "logical");
-        l.items = items; l.attempts = c.attempts;
+        const l = lane("logical:" + (c.scenario || "") + "\u0000" + c.label, c.label, "logical");
+        l.base = c.label;
+        l.items.push(...items);
+        l.requests = (l.requests || 0) + 1;
+        l.retries = (l.retries || 0) + items.length - 1;
         for (const q of c.attempts) taken.add(q);
+      }
+      for (const l of lanes) {
+        if (l.base === undefined) continue;
+        const parts = [];
+        if (l.requests > 1) parts.push(l.requests + " requests");
+        if (l.retries > 0) parts.push(l.requests > 1 ? l.retries + (l.retries > 1 ? " retries" : " retry") : (l.retries + 1) + " attempts");
+        l.label = l.base + (parts.length ? "  · " + parts.join(", ") : "");
       }
       for (const e of S.list) {
         if (taken.has(e.sequence) || e.kind === "network") continue;
@@ -1087,6 +1106,15 @@
     for (const [k, v] of Object.entries(obj)) pairs.push([k, v !== null && typeof v === "object" ? h("pre", null, JSON.stringify(v, null, 2)) : v === null ? "null" : String(v)]);
     return kv(pairs);
   }
+  // The step that answered an entry, as written in its scenario (`/scenarios` routes' `script`): the journal keeps
+  // the request, not the response's headers. Only for the scenario version that answered it.
+  function scriptedStep(e) {
+    if (!e.route || e.step == null || !S.scenarios) return null;
+    const sc = (S.scenarios.scenarios || []).find((x) => x.name === e.scenario);
+    if (!sc || (e.scenarioVersion != null && sc.version !== e.scenarioVersion)) return null;
+    const route = (sc.routes || []).find((x) => x.id === e.route);
+    return route && route.script ? route.script[e.step] || null : null;
+  }
   function openDetail(seq, refresh) {
     const e = S.entries.get(seq);
     if (!e) return;
@@ -1105,6 +1133,16 @@
       b.append(h("h3", null, "Response"), kv([["status", r.status != null ? String(r.status) : "none sent"], ["outcome", h("span", { class: "oc " + cls }, glyph + " " + outcomeKey(e) + (word !== outcomeKey(e) && word !== String(r.status) ? " (" + word + ")" : ""))],
         ["fault", r.fault ? r.fault + " — " + faultWhat(r.fault) : null], ["chaos", r.chaos ? "yes (chosen by the chaos seed)" : "no"], ["bytes written", r.bytesWritten],
         ["duration", isPending(e) ? "pending for " + fmtMs(dur(e)) : fmtMs(r.durationMs)], ["connection closed after", r.connectionClosedAfter]]));
+      const step = scriptedStep(e);
+      if (step) {
+        b.append(h("h3", null, "Scripted step"), kv([["route", e.route + " · step " + e.step + (step.times > 1 ? " (answers " + step.times + " requests)" : "")],
+          ["kind", step.kind !== "plain" ? step.kind : null], ["status", String(step.status)], ["fault", step.fault],
+          ["delay", step.delay], ["drip", step.drip], ["closes the connection", step.closeConnection ? "yes" : null]]));
+        if ((step.headers || []).length) {
+          b.append(h("table", { class: "headers", "aria-label": "Scripted response headers (templates as written)" },
+            h("tbody", null, step.headers.map(([n, v]) => h("tr", null, h("td", { class: "mono" }, n), h("td", { class: "mono" }, v))))));
+        }
+      }
       if ((e.notes || []).length) b.append(h("h3", null, "Notes"), h("ul", { class: "notes" }, e.notes.map((n) => h("li", null, n))));
       if (e.websocket) {
         const ws = e.websocket;
