@@ -4,7 +4,8 @@
 # runs it), in rounds that alternate, so the machine's drift falls on every row alike. BASELINE=PATH adds a row for
 # another build of Faultline (e.g. the commit before the feed). Prints requests/s per row and the median ratio to
 # nginx. Not part of `make test` (`make bench` runs the full table).
-#   DURATION=5s ROUNDS=5 CONNECTIONS=50 BASELINE=/path/to/old/faultline scripts/bench_dashboard.sh
+# PIN=1 puts the servers on CPU 0 and wrk and the watcher on CPU 1 (as `make bench`'s pinned run).
+#   DURATION=5s ROUNDS=5 CONNECTIONS=50 PIN=1 BASELINE=/path/to/old/faultline scripts/bench_dashboard.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration="${DURATION:-5s}"
@@ -12,6 +13,8 @@ rounds="${ROUNDS:-5}"
 connections="${CONNECTIONS:-50}"
 binary="${FAULTLINE:-.build/release/faultline}"
 baseline="${BASELINE:-}"
+server_cpu=(); client_cpu=()
+if [ "${PIN:-0}" = 1 ]; then server_cpu=(taskset -c 0); client_cpu=(taskset -c 1); fi
 work="$(mktemp -d)"
 pids=()
 cleanup() {
@@ -38,10 +41,10 @@ http {
     server { listen 127.0.0.1:$nginx_port; location /item { default_type application/json; return 200 '$body'; } }
 }
 NGINX
-nginx -c "$work/nginx.conf" -e "$work/nginx/error.log"
+"${server_cpu[@]}" nginx -c "$work/nginx.conf" -e "$work/nginx/error.log"
 
 start() {  # start NAME BINARY: a server on a free port; its port in $work/NAME.port
-    "$2" serve bench/plain-json.json --port 0 --port-file "$work/$1.port" --quiet >"$work/$1.log" 2>&1 &
+    "${server_cpu[@]}" "$2" serve bench/plain-json.json --port 0 --port-file "$work/$1.port" --quiet >"$work/$1.log" 2>&1 &
     pids+=($!)
     for _ in $(seq 1 200); do [ -s "$work/$1.port" ] && break; sleep 0.05; done
 }
@@ -50,7 +53,7 @@ start watched "$binary"
 [ -n "$baseline" ] && start baseline "$baseline"
 
 # The watcher: the page's loop, a long-poll on the events feed for as long as the script runs.
-python3 - "$(cat "$work/watched.port")" >"$work/watcher.log" 2>&1 <<'PY' &
+"${client_cpu[@]}" python3 - "$(cat "$work/watched.port")" >"$work/watcher.log" 2>&1 <<'PY' &
 import json, sys, urllib.request
 base = f"http://127.0.0.1:{sys.argv[1]}/__faultline/events"
 cursor, answers, entries = None, 0, 0
@@ -69,7 +72,7 @@ for round in $(seq 1 "$rounds"); do
     for row in "${rows[@]}"; do
         port=$nginx_port
         [ "$row" != nginx ] && port=$(cat "$work/$row.port")
-        rps=$(wrk -t1 -c"$connections" -d"$duration" "http://127.0.0.1:$port/item" | awk '/Requests\/sec/ {print $2}')
+        rps=$("${client_cpu[@]}" wrk -t1 -c"$connections" -d"$duration" "http://127.0.0.1:$port/item" | awk '/Requests\/sec/ {print $2}')
         results[$row]+="$rps "
         echo "round $round $row $rps"
     done
