@@ -43,6 +43,9 @@ public struct FaultlineRemote: FaultlineControl {
         ("POST", "/__faultline/network", "changeNetwork(_:)"),
         ("POST", "/__faultline/shutdown", "shutdown()"),
         ("GET", "/__faultline/openapi.json", "openAPIDocument()"),
+        ("GET", "/__faultline/", "index()"),
+        ("GET", "/__faultline/events", "events(cursor:timeout:)"),
+        ("GET", "/__faultline/ui/{asset}", "dashboardAsset(_:)"),
     ]
 
     public init(baseURL: URL) {
@@ -216,6 +219,26 @@ public struct FaultlineRemote: FaultlineControl {
     /// `GET /__faultline/openapi.json`: the admin API described in OpenAPI 3.1, the server's bytes.
     public func openAPIDocument() async throws -> Data { try await send("GET", "openapi.json") }
 
+    // MARK: - The dashboard
+
+    /// `GET /__faultline/` asked for JSON: the index of the admin endpoints (a browser gets the dashboard there).
+    public func index() async throws -> JSONValue { try await call("GET", "") }
+
+    /// `GET /__faultline/events`, the dashboard's feed: `{"instance", "cursor", "reset", "state", "skipped",
+    /// "entries"}`. Without `cursor` it answers at once with `reset: true` and a cursor; with one, as soon as an
+    /// entry was recorded or changed since it (or state outside the journal changed), or after `timeout` (at most
+    /// 60 s) with no entries and the same cursor.
+    public func events(cursor: Int? = nil, timeout: Duration = .seconds(25)) async throws -> JSONValue {
+        let milliseconds = timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
+        var query = [URLQueryItem(name: "timeoutMs", value: String(milliseconds))]
+        if let cursor { query.append(URLQueryItem(name: "cursor", value: String(cursor))) }
+        return try await call("GET", "events", query)
+    }
+
+    /// `GET /__faultline/ui/NAME`: one of the dashboard's assets as served (`dashboard.js`, `dashboard.css`,
+    /// `favicon.svg`).
+    public func dashboardAsset(_ name: String) async throws -> Data { try await send("GET", "ui/" + name) }
+
     // MARK: - Plumbing
 
     private func send(_ method: String, _ path: String, _ query: [URLQueryItem] = [], body: Data? = nil) async throws -> Data {
@@ -223,6 +246,8 @@ public struct FaultlineRemote: FaultlineControl {
         if !query.isEmpty { components.queryItems = query }
         var request = URLRequest(url: components.url!)
         request.httpMethod = method
+        // JSON, never the dashboard's page (`GET /__faultline/` answers a browser's Accept with HTML).
+        request.setValue("application/json", forHTTPHeaderField: "Accept")
         if let body {
             request.httpBody = body
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")

@@ -138,6 +138,10 @@ public struct Health: Sendable, Equatable, Decodable {
     public var version: String
     public var port: Int
     public var uptimeMs: Int
+    /// When the server started, on the clock of the entries' `receivedAtMonotonicNanos` (in milliseconds).
+    public var startedAtMonotonicMs: Double
+    /// Names this server process: a new value means a restarted server.
+    public var instance: String
     /// Open client connections, the one that asked included.
     public var connections: Int
     /// The loaded scenarios' names.

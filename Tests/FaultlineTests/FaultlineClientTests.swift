@@ -78,6 +78,17 @@ import FoundationNetworking
         },
         "shutdown()": { try await $0.shutdown() },
         "openAPIDocument()": { let served = try await $0.openAPIDocument(); #expect(served == (try Data(contentsOf: openAPIFile))) },
+        "index()": { let index = try await $0.index(); #expect(index["endpoints"] != nil) },
+        "events(cursor:timeout:)": {
+            let first = try await $0.events()
+            #expect(first["reset"] == .bool(true))
+            let quiet = try await $0.events(cursor: first["cursor"]?.intValue, timeout: .zero)
+            #expect(quiet["reset"] == .bool(false) && quiet["cursor"] == first["cursor"])
+        },
+        "dashboardAsset(_:)": {
+            let script = try await $0.dashboardAsset("dashboard.js")
+            #expect(String(decoding: script, as: UTF8.self).contains("faultline-data"))
+        },
     ]
 
     @Test func everyTableEntryIsCalledAndAnswered() async throws {
