@@ -203,3 +203,27 @@ def test_an_answer_carries_the_newest_entries_and_counts_the_rest(start_faultlin
     assert answer["reset"] is False
     assert [entry["sequence"] for entry in answer["entries"]] == list(range(101, 2101)), "the newest 2,000"
     assert answer["skipped"] == 100
+
+
+def test_the_page_and_the_feed_are_served_over_https_h2_and_the_admin_port(start_faultline, write_scenario):
+    import httpx
+    server = start_faultline(write_scenario(RETRY), args=["--tls-port", "0", "--admin-port", "0"])
+    line = server._lines.get(timeout=10)
+    assert line and line.startswith("admin on http://"), line
+    admin = line[len("admin on "):].strip()
+    html = {"Accept": "text/html"}
+    with httpx.Client(http2=True, verify=False, timeout=10) as h2:
+        page = h2.get(server.https_url + "/__faultline/", headers=html)
+        assert page.http_version == "HTTP/2" and page.status_code == 200
+        assert page.headers["content-type"] == "text/html; charset=utf-8"
+        assert "default-src 'none'" in page.headers["content-security-policy"]
+        assert h2.get(server.https_url + "/__faultline/ui/dashboard.js").status_code == 200
+        first = h2.get(server.https_url + "/__faultline/events").json()
+        assert first["reset"] is True
+    on_admin = requests.get(admin + "/__faultline/", headers=html, timeout=5)
+    assert on_admin.status_code == 200 and on_admin.headers["Content-Type"] == "text/html; charset=utf-8"
+    assert requests.get(admin + "/__faultline/ui/dashboard.css", timeout=5).status_code == 200
+    cursor = requests.get(admin + "/__faultline/events", timeout=5).json()["cursor"]
+    requests.get(server.url + "/item", timeout=5)
+    woke = requests.get(admin + "/__faultline/events", params={"cursor": cursor, "timeoutMs": 10000}, timeout=15).json()
+    assert [entry["sequence"] for entry in woke["entries"]] == [1], "the admin port's feed sees the stub port's requests"
