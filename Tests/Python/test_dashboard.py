@@ -643,3 +643,50 @@ def test_the_detail_shows_the_step_that_answered_as_scripted(browser, start_faul
     assert text is not None, "no Scripted step section"
     assert "item · step 0" in text and "503" in text and "Retry-After7" in text.replace(" ", ""), text
     ActionChains(browser).send_keys(Keys.ESCAPE).perform()
+
+
+CONTRAST_JS = r"""
+const parse = (c) => { const m = c.match(/[\d.]+/g) || []; return m.length >= 3 ? [+m[0], +m[1], +m[2], m.length > 3 ? +m[3] : 1] : null; };
+const blend = (top, under) => [0, 1, 2].map((i) => top[i] * top[3] + under[i] * (1 - top[3])).concat([1]);
+function background(el) {
+  const layers = [];
+  for (let n = el; n && n.nodeType === 1; n = n.parentElement) {
+    const c = parse(getComputedStyle(n).backgroundColor);
+    if (c && c[3] > 0) { layers.push(c); if (c[3] >= 1) break; }
+  }
+  let colour = [255, 255, 255, 1];
+  if (layers.length && layers[layers.length - 1][3] >= 1) colour = layers.pop();
+  while (layers.length) colour = blend(layers.pop(), colour);
+  return colour;
+}
+const lum = (c) => { const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+  return 0.2126 * f(c[0]) + 0.7152 * f(c[1]) + 0.0722 * f(c[2]); };
+const ratio = (a, b) => { const x = lum(a), y = lum(b); return (Math.max(x, y) + 0.05) / (Math.min(x, y) + 0.05); };
+const worst = [];
+for (const el of document.querySelectorAll('body *:not(svg):not(svg *)')) {
+  const own = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+  if (!own) continue;
+  const r = el.getBoundingClientRect(), style = getComputedStyle(el);
+  if (!r.width || !r.height || style.visibility === 'hidden' || el.closest('.hidden, [hidden]')) continue;
+  const fg = parse(style.color); if (!fg) continue;
+  const bg = background(el);
+  const value = ratio(fg[3] < 1 ? blend(fg, bg) : fg, bg);
+  if (value < 4.5) worst.push([el.tagName.toLowerCase() + (el.className ? '.' + String(el.className).split(' ').join('.') : ''),
+                               el.textContent.trim().slice(0, 30), Math.round(value * 100) / 100]);
+}
+return worst;
+"""
+
+
+def test_text_has_readable_contrast_in_light_and_dark(browser, start_faultline, write_scenario):
+    # WCAG 2's AA ratio for body text (4.5:1) on every visible HTML text element of the page, both themes; the SVG
+    # labels sit on bars and windows of their own colours and are checked by eye in the screenshots.
+    server = start_faultline(write_scenario(retry_scenario()))
+    polite_client(server, "/v1/items/1", "polite")
+    impatient_client(server, "/v1/items/2", "impatient")
+    open_dashboard(browser, server, rows=len(server.journal()))
+    for theme in ("light", "dark"):
+        set_theme(browser, theme)
+        low = browser.execute_script(CONTRAST_JS)
+        assert not low, f"{theme}: text below 4.5:1 — {low[:10]}"
+    set_theme(browser, "light")
