@@ -3,7 +3,7 @@
 SWIFT ?= swift
 PORT ?= 8080
 
-.PHONY: deps build release install dist serve test test-core test-swift test-python bench hotpath soak fuzz fuzz-ci clean
+.PHONY: deps build release install dist dist-check serve test test-core test-swift test-python bench hotpath soak fuzz fuzz-ci clean
 
 deps:
 	@scripts/ensure-deps.sh build
@@ -33,6 +33,12 @@ dist:
 	@scripts/ensure-deps.sh dist
 	$(DIST_BUILD)
 	scripts/dist.sh "$$($(DIST_BUILD) --show-bin-path)/faultline"
+
+# Proves dist/'s artefacts where no Swift exists (scripts/dist-check.sh; root): a debootstrap'd Debian bookworm
+# (cached under .build/dist-check/) installs the .deb with apt and unpacks the tarball, then each binary serves
+# HTTP/1.1, h2c, HTTPS and h2 to curl outside and runs verify and export inside. Not part of `make test`.
+dist-check: dist
+	scripts/dist-check.sh
 
 # The Swift suites, run after `swift build --build-tests`. As root on Debian with CI=true or
 # FAULTLINE_INSTALL_TEST_CA=1, scripts/install-test-ca.sh first adds a test CA to the system's trust store, so that
