@@ -3,7 +3,7 @@
 SWIFT ?= swift
 PORT ?= 8080
 
-.PHONY: deps build release install serve test test-core test-swift test-python bench hotpath soak fuzz fuzz-ci clean
+.PHONY: deps build release install dist dist-check serve test test-core test-swift test-python bench hotpath soak fuzz fuzz-ci clean
 
 deps:
 	@scripts/ensure-deps.sh build
@@ -23,6 +23,22 @@ PREFIX ?= /usr/local
 install: release
 	install -d $(PREFIX)/bin
 	install -m 755 .build/release/faultline $(PREFIX)/bin/faultline
+
+# What installs without a Swift toolchain, in dist/ (scripts/dist.sh): the release binary with the Swift runtime,
+# Foundation and Dispatch linked in (--static-swift-stdlib) and no $ORIGIN RUNPATH (--disable-local-rpath), stripped,
+# as faultline-VERSION-linux-ARCH.tar.gz and faultline_VERSION_ARCH.deb, each with its .sha256. The flags live here,
+# not in Package.swift. It relinks .build/release/faultline (seconds). Not part of `make test`.
+DIST_BUILD = $(SWIFT) build -c release --static-swift-stdlib --disable-local-rpath --product faultline
+dist:
+	@scripts/ensure-deps.sh dist
+	$(DIST_BUILD)
+	scripts/dist.sh "$$($(DIST_BUILD) --show-bin-path)/faultline"
+
+# Proves dist/'s artefacts where no Swift exists (scripts/dist-check.sh; root): a debootstrap'd Debian bookworm
+# (cached under .build/dist-check/) installs the .deb with apt and unpacks the tarball, then each binary serves
+# HTTP/1.1, h2c, HTTPS and h2 to curl outside and runs verify and export inside. Not part of `make test`.
+dist-check: dist
+	scripts/dist-check.sh
 
 # The Swift suites, run after `swift build --build-tests`. As root on Debian with CI=true or
 # FAULTLINE_INSTALL_TEST_CA=1, scripts/install-test-ca.sh first adds a test CA to the system's trust store, so that
@@ -95,4 +111,4 @@ fuzz-ci:
 	FUZZ_RUNS=10000 FUZZ_SECONDS=60 FUZZ_OPTIMIZE=-Onone scripts/fuzz.sh
 
 clean:
-	rm -rf .build
+	rm -rf .build dist

@@ -6,7 +6,9 @@
 #   cryptography + h2 (TLS and HTTP/2 tests), websockets, schemathesis (Tests/Python/test_openapi.py fuzzes the admin
 #   API against docs/openapi.json), xmlschema (Tests/Python/test_junit.py validates `verify --junit` files against
 #   junit.xsd) and selenium with chromium + chromium-driver (the HTML report in a headless browser; Linux only).
-# Usage: scripts/ensure-deps.sh [build|test|bench|hotpath]
+#   dist: libcurl4-openssl-dev (the --static-swift-stdlib link: FoundationNetworking), dpkg-dev (dpkg-deb and
+#   dpkg-shlibdeps: the .deb), debootstrap and curl (scripts/dist-check.sh's Debian root; Debian only).
+# Usage: scripts/ensure-deps.sh [build|test|bench|hotpath|dist]
 set -euo pipefail
 need="${1:-build}"
 sudo=""
@@ -37,6 +39,11 @@ fi
 if [ "$need" = hotpath ]; then
     command -v valgrind >/dev/null || apt_packages+=(valgrind)
 fi
+if [ "$need" = dist ]; then
+    pkg-config --exists libcurl 2>/dev/null || apt_packages+=(libcurl4-openssl-dev)
+    command -v dpkg-shlibdeps >/dev/null || apt_packages+=(dpkg-dev)
+    command -v debootstrap >/dev/null || apt_packages+=(debootstrap)
+fi
 if [ "$(uname)" = Darwin ]; then
     # Homebrew names for the same needs (docs/PORTABILITY.md: written for macOS, not yet run on one here).
     brew_packages=()
@@ -55,6 +62,10 @@ if [ "$(uname)" = Darwin ]; then
     fi
     if [ "$need" = hotpath ]; then
         echo "ensure-deps: valgrind does not run on macOS; make hotpath is Linux-only" >&2
+        exit 1
+    fi
+    if [ "$need" = dist ]; then
+        echo "ensure-deps: make dist builds Debian artefacts (dpkg-deb, debootstrap); it is Linux-only" >&2
         exit 1
     fi
     if [ "${#brew_packages[@]}" -gt 0 ]; then
