@@ -76,21 +76,12 @@ package enum DashboardPage {
     package static func wantsHTML(_ accept: String?) -> Bool {
         guard let accept else { return false }
         for range in accept.split(separator: ",") {
-            let parts = range.split(separator: ";").map { $0.trimmingCharacters(in: " \t") }
+            let parts = range.split(separator: ";").map { String($0).trimmingWhitespace() }
             guard let type = parts.first, type.lowercased() == "text/html" || type.lowercased() == "application/xhtml+xml"
             else { continue }
             let quality = parts.dropFirst().first { $0.lowercased().hasPrefix("q=") }.flatMap { Double($0.dropFirst(2)) } ?? 1
             if quality > 0 { return true }
         }
         return false
-    }
-}
-
-private extension StringProtocol {
-    func trimmingCharacters(in set: String) -> String {
-        var slice = Substring(self)
-        while let first = slice.first, set.contains(first) { slice.removeFirst() }
-        while let last = slice.last, set.contains(last) { slice.removeLast() }
-        return String(slice)
     }
 }

@@ -48,8 +48,6 @@ final class EventFeed {
     /// `log[i]` changed at stamp `base + i`: a sequence number, `stateChanged` or `journalCleared`.
     private var log: [Int] = []
     private var base = 0
-    /// The stamp from which changes are tracked (the feed was switched on then); earlier cursors get `reset`.
-    private var trackedFrom = 0
     private var lastCallNanos: UInt64 = 0
     /// When the last round of coalesced answers went out, and how long it took to build and hand over.
     private var lastAnswerNanos: UInt64 = 0
@@ -109,9 +107,9 @@ final class EventFeed {
 
     private func switchOff() {
         core.feedActive = false
+        // Stamps go on: every cursor given before is now below `base`, so it gets `reset`.
         base += log.count
         log = []
-        trackedFrom = base
     }
 
     // MARK: - The endpoint
@@ -121,13 +119,9 @@ final class EventFeed {
     /// `timeoutMilliseconds` with nothing.
     func poll(cursor given: Int?, timeoutMilliseconds: Int, owner: Int, reply: @escaping (JSONValue) -> Void) {
         lastCallNanos = Clock.monotonicNanos()
-        if !core.feedActive {
-            core.feedActive = true
-            base += log.count
-            log = []
-            trackedFrom = base
-        }
-        guard let given, given >= trackedFrom, given >= base, given <= cursor else {
+        // Switched off, the log is empty: tracking starts at `base`, and earlier cursors are below it.
+        core.feedActive = true
+        guard let given, given >= base, given <= cursor else {
             reply(answer(entries: [], reset: true, state: true))
             return
         }
