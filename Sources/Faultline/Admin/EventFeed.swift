@@ -107,8 +107,9 @@ final class EventFeed {
 
     private func switchOff() {
         core.feedActive = false
-        // Stamps go on: every cursor given before is now below `base`, so it gets `reset`.
-        base += log.count
+        // Stamps go on, past a gap of one: every cursor given before, the last one included, is now below `base`,
+        // so it gets `reset` — the change that found the feed idle, and those after it, are not in any log.
+        base += log.count + 1
         log = []
     }
 
