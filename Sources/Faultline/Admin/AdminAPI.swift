@@ -157,8 +157,9 @@ final class AdminAPI {
             wait(request, connectionID: connectionID, filter: filter, count: count, timeout: timeout, reply: reply)
         case ("GET", "scenarios"), ("HEAD", "scenarios"):
             let engine = core.engine
+            let cursors = engine.routeCursors()
             respond(200, .object([("scenarios", .array(zip(engine.scenarios, engine.versions).enumerated().map { index, loaded in
-                Self.describe(loaded.0, version: loaded.1, cursors: engine.routeCursors(scenario: index))
+                Self.describe(loaded.0, version: loaded.1, cursors: cursors[index] ?? [:])
             }))]))
         case ("POST", "scenarios"):
             // A misspelt mode must not silently replace every loaded scenario.

@@ -459,11 +459,12 @@ package final class Engine {
 
     /// The step that answers the route's request number `served` (from 0), past the end as `afterLast` says; nil
     /// when the script has run out and `afterLast` is `fail`.
-    /// Where each route of the scenario at `index` stands (`GET /__faultline/scenarios`, the dashboard's state):
-    /// per route id, one cursor per `sequenceBy` partition seen (`partition` null for a route without one) with the
-    /// requests it served and the step that answers its next request (null: the script is exhausted and
-    /// `afterLast` is `fail`). At most `maxPartitions` partitions per route, in the order of their values.
-    package func routeCursors(scenario index: Int, maxPartitions: Int = 100) -> [String: (cursors: [JSONValue], partitions: Int)] {
+    /// Where each route stands (`GET /__faultline/scenarios`, the dashboard's state), per scenario index and route
+    /// id: one cursor per `sequenceBy` partition seen (`partition` null for a route without one) with the requests
+    /// it served and the step that answers its next request (null: the script is exhausted and `afterLast` is
+    /// `fail`). At most `maxPartitions` partitions per route, in the order of their values. One pass over the
+    /// partitions for every scenario.
+    package func routeCursors(maxPartitions: Int = 100) -> [Int: [String: (cursors: [JSONValue], partitions: Int)]] {
         func cursor(_ loaded: LoadedRoute, _ partition: String?, served: Int) -> JSONValue {
             let total = loaded.stepEnds.last ?? 0
             return .object([
@@ -474,16 +475,17 @@ package final class Engine {
             ])
         }
         var partitions: [Int: [(String, Int)]] = [:]
-        for (key, state) in cursors where routes[key.route].scenarioIndex == index {
+        for (key, state) in cursors {
             partitions[key.route, default: []].append((key.partition, state.served))
         }
-        var answer: [String: (cursors: [JSONValue], partitions: Int)] = [:]
-        for (position, loaded) in routes.enumerated() where loaded.scenarioIndex == index {
+        var answer: [Int: [String: (cursors: [JSONValue], partitions: Int)]] = [:]
+        for (position, loaded) in routes.enumerated() {
             if loaded.route.sequenceBy == nil {
-                answer[loaded.id] = ([cursor(loaded, nil, served: loaded.served)], 1)
+                answer[loaded.scenarioIndex, default: [:]][loaded.id] = ([cursor(loaded, nil, served: loaded.served)], 1)
             } else {
                 let seen = (partitions[position] ?? []).sorted { $0.0 < $1.0 }
-                answer[loaded.id] = (seen.prefix(maxPartitions).map { cursor(loaded, $0.0, served: $0.1) }, seen.count)
+                answer[loaded.scenarioIndex, default: [:]][loaded.id] =
+                    (seen.prefix(maxPartitions).map { cursor(loaded, $0.0, served: $0.1) }, seen.count)
             }
         }
         return answer
