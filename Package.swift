@@ -42,11 +42,13 @@ let package = Package(
             pkgConfig: "libnghttp2",
             providers: [.apt(["libnghttp2-dev"]), .brew(["nghttp2"])]
         ),
-        // Pure Swift: parser, scenarios, engine, journal. No sockets, no libevent.
+        // Pure Swift: parser, scenarios, engine, journal, and the control vocabulary (`FaultlineControl`, `Report`,
+        // `PolicyState`). No sockets, no libevent; FoundationEssentials on Linux, never Foundation: the server and
+        // the `faultline` binary link no ICU and no libcurl (ARCHITECTURE §1).
         .target(name: "FaultlineCore"),
-        // The remote control of a running server (`FaultlineRemote`, `FaultlineControl`, `Report`, the typed
-        // admin answers): Foundation (FoundationNetworking on Linux) and FaultlineCore only, no libevent, so an iOS
-        // simulator test bundle can link it to drive a `faultline serve` on the Mac host.
+        // The remote control of a running server (`FaultlineRemote`, over URLSession): Foundation (FoundationNetworking
+        // on Linux, hence libcurl) and FaultlineCore only, no libevent, so an iOS simulator test bundle can link it to
+        // drive a `faultline serve` on the Mac host. Neither the server library nor the binary depends on it.
         .target(name: "FaultlineClient", dependencies: ["FaultlineCore"]),
         // The HTTP/2 codec on nghttp2: a connection's streams as exchanges, their scripts as frames. No sockets and
         // no loop: it talks to the world through `HTTP2ConnectionIO` (a connection host, or a fake one in its tests
@@ -60,7 +62,7 @@ let package = Package(
         // binary as bytes (`PackageResources.openapi_json`, `.dashboard_js`, …): served under `/__faultline/` with no
         // file needed at run time. docs/openapi.json links to the first.
         .target(
-            name: "Faultline", dependencies: ["FaultlineCore", "FaultlineClient", "FaultlineHTTP2", "FaultlineTLS", "CLibevent", "COpenSSL"],
+            name: "Faultline", dependencies: ["FaultlineCore", "FaultlineHTTP2", "FaultlineTLS", "CLibevent", "COpenSSL"],
             resources: [
                 .embedInCode("Resources/openapi.json"), .embedInCode("Resources/dashboard.html"),
                 .embedInCode("Resources/dashboard.js"), .embedInCode("Resources/dashboard.css"),

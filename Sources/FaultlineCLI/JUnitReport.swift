@@ -225,7 +225,7 @@ package enum JUnitReport {
     /// The server URL's host, for the suites' `hostname` (`127.0.0.1` for `http://127.0.0.1:8080/`).
     private static func hostname(_ url: String) -> String {
         var rest = Substring(url)
-        if let scheme = rest.range(of: "://") { rest = rest[scheme.upperBound...] }
+        if let scheme = rest.firstRange(of: "://") { rest = rest[scheme.upperBound...] }
         if let slash = rest.firstIndex(of: "/") { rest = rest[..<slash] }
         if let at = rest.lastIndex(of: "@") { rest = rest[rest.index(after: at)...] }
         if rest.hasPrefix("["), let close = rest.firstIndex(of: "]") {

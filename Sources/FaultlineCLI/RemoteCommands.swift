@@ -1,8 +1,13 @@
 import Faultline
 import FaultlineCore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
+#endif
 #endif
 
 /// What a command printed and how it exits.
@@ -30,7 +35,8 @@ package enum RemoteCommands {
                 return .failure(CommandFailure(
                     "\(command): cannot read the port file \(file): start `faultline serve --port-file \(file)` first", 2))
             }
-            let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            let read = String(decoding: data, as: UTF8.self)
+            let text = String(read.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
             guard let port = Int(text), (1...65535).contains(port) else {
                 return .failure(CommandFailure("\(command): the port file \(file) holds \"\(text.prefix(40))\", not a port", 64))
             }
@@ -67,9 +73,7 @@ package enum RemoteCommands {
         }
         var path = "/__faultline/report"
         if let scenario = options.scenario {
-            var allowed = CharacterSet.urlQueryAllowed
-            allowed.remove(charactersIn: "&=+#")
-            path += "?scenario=" + (scenario.addingPercentEncoding(withAllowedCharacters: allowed) ?? scenario)
+            path += "?scenario=" + percentEncoded(scenario)
         }
         guard let reportURL = endpoint(url, path) else {
             return .failure("verify: \(url) is not an http URL", 64)
@@ -224,17 +228,27 @@ package enum RemoteCommands {
         var json: JSONValue?
     }
 
-    /// The one place `verify` and `export` talk to the server. Failing means no answer at all: "COMMAND: cannot
-    /// reach URL: WHY", exit 2.
-    static func get(_ url: URL, _ command: String) async -> Result<Answer, CommandFailure> {
-        do {
-            let (data, response) = try await URLSession.shared.data(from: url)
-            return .success(Answer(
-                status: (response as? HTTPURLResponse)?.statusCode ?? 0, json: try? JSONValue.parse(Array(data))))
-        } catch {
-            return .failure(CommandFailure("\(command): cannot reach \(url): \(error.localizedDescription)", 2))
+    /// The one place `verify` and `export` talk to the server, over Faultline's own HTTP client (no URLSession:
+    /// the binary links no libcurl). Failing means no answer at all: "COMMAND: cannot reach URL: WHY", exit 2.
+    static func get(_ url: String, _ command: String) async -> Result<Answer, CommandFailure> {
+        guard let target = LoopHTTPClient.Target(url) else {
+            return .failure(CommandFailure("\(command): \(url) is not an http URL", 64))
+        }
+        let client: LoopHTTPClient
+        switch sharedClient {
+        case .success(let made): client = made
+        case .failure(let error): return .failure(CommandFailure("\(command): cannot start an HTTP client: \(error)", 2))
+        }
+        switch await client.get(target) {
+        case .success(let response):
+            return .success(Answer(status: response.status, json: try? JSONValue.parse(response.body)))
+        case .failure(let failure):
+            return .failure(CommandFailure("\(command): cannot reach \(url): \(failure)", 2))
         }
     }
+
+    /// One client (and loop thread) for the process: a command's GETs share its kept-alive connections.
+    private static let sharedClient = Result { () throws(ServerError) -> LoopHTTPClient in try LoopHTTPClient() }
 
     /// `base` + `path` answered with 200 and JSON (an object with an array named `listing`, when given); else
     /// "COMMAND: URL did not answer with WHAT", exit 2 (or 64 for a base that is not an http URL).
@@ -258,17 +272,33 @@ package enum RemoteCommands {
             try Data(text.utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
             return nil
         } catch {
-            return "cannot write \(path): \(error.localizedDescription)"
+            return "cannot write \(path): \(errorText(error))"
         }
     }
 
     /// `base` (an http URL, trailing slashes dropped) with `path`; nil when `base` is not an http URL.
-    static func endpoint(_ base: String, _ path: String) -> URL? {
+    static func endpoint(_ base: String, _ path: String) -> String? {
         var base = base
         while base.hasSuffix("/") { base.removeLast() }
-        guard let url = URL(string: base + path), let scheme = url.scheme?.lowercased(),
-              scheme == "http" || scheme == "https", url.host != nil else { return nil }
-        return url
+        guard LoopHTTPClient.Target(base + path) != nil else { return nil }
+        return base + path
+    }
+
+    /// `text` with everything but RFC 3986's unreserved characters percent-encoded, for a query value.
+    static func percentEncoded(_ text: String) -> String {
+        var out = ""
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
+                 UInt8(ascii: "~"):
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                let hex = Array("0123456789ABCDEF".utf8)
+                out += "%" + String(decoding: [hex[Int(byte >> 4)], hex[Int(byte & 0xF)]], as: UTF8.self)
+            }
+        }
+        return out
     }
 
     private static func text(_ value: JSONValue?) -> String {

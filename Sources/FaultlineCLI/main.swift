@@ -1,8 +1,13 @@
 import Faultline
 import FaultlineCore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
+#endif
 #endif
 
 #if canImport(Glibc)
@@ -16,7 +21,7 @@ import Darwin
 // command line (EX_USAGE).
 
 func fail(_ message: String, code: Int32) -> Never {
-    FileHandle.standardError.write(Data("faultline: \(message)\n".utf8))
+    writeStandardError("faultline: \(message)\n")
     exit(code)
 }
 
@@ -31,10 +36,27 @@ func writePortFile(_ portFile: String, _ port: Int) {
     }
 }
 
+/// `text` on standard error or output, whole (no Foundation `FileHandle`: FoundationEssentials has none). What
+/// `print` buffered goes first, so the two never interleave out of order.
+func writeStandardError(_ text: String) { writeWhole(text, to: 2) }
+
+func writeStandardOutput(_ text: String) { writeWhole(text, to: 1) }
+
+private func writeWhole(_ text: String, to descriptor: Int32) {
+    fflush(nil)
+    var bytes = Array(text.utf8)[...]
+    while !bytes.isEmpty {
+        let written = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        if written < 0 && errno == EINTR { continue }
+        guard written > 0 else { return }
+        bytes = bytes.dropFirst(written)
+    }
+}
+
 /// Prints what a command printed and exits with its code.
 func finish(_ outcome: CommandOutcome) -> Never {
-    FileHandle.standardOutput.write(Data(outcome.stdout.utf8))
-    FileHandle.standardError.write(Data(outcome.stderr.utf8))
+    writeStandardOutput(outcome.stdout)
+    writeStandardError(outcome.stderr)
     exit(outcome.exitCode)
 }
 
@@ -57,8 +79,8 @@ case .validate(let paths):
         let resources = scenarios.reduce(0) { $0 + $1.resources.count }
         print("ok: \(scenarios.count) scenario(s), \(routes) route(s)" + (resources > 0 ? ", \(resources) resource(s)" : ""))
     } catch {
-        for problem in error.errors { FileHandle.standardError.write(Data("\(problem)\n".utf8)) }
-        FileHandle.standardError.write(Data("faultline: \(error.errors.count) problem(s) found\n".utf8))
+        for problem in error.errors { writeStandardError("\(problem)\n") }
+        writeStandardError("faultline: \(error.errors.count) problem(s) found\n")
         exit(1)
     }
 case .verify(let options):
@@ -82,11 +104,11 @@ case .record(let options):
     recording.onWritten = { result in
         switch result {
         case .success(let summary):
-            FileHandle.standardError.write(Data(("faultline: recorded \(summary.exchanges) exchange(s) as "
+            writeStandardError(("faultline: recorded \(summary.exchanges) exchange(s) as "
                 + "\(summary.routes) route(s) in \(summary.file)"
-                + (summary.dropped > 0 ? " (\(summary.dropped) left out: the recording's memory bound)" : "") + "\n").utf8))
+                + (summary.dropped > 0 ? " (\(summary.dropped) left out: the recording's memory bound)" : "") + "\n"))
         case .failure(let failure):
-            FileHandle.standardError.write(Data("faultline: \(failure)\n".utf8))
+            writeStandardError("faultline: \(failure)\n")
         }
     }
     configuration.recording = recording
@@ -100,8 +122,8 @@ case .record(let options):
     if let portFile = options.portFile { writePortFile(portFile, server.port) }
     print("listening on \(server.baseURL.absoluteString)")
     fflush(nil)
-    FileHandle.standardError.write(Data(
-        "faultline: recording \(options.upstream) into \(options.output); stop with Ctrl-C or POST /__faultline/record/stop\n".utf8))
+    writeStandardError(
+        "faultline: recording \(options.upstream) into \(options.output); stop with Ctrl-C or POST /__faultline/record/stop\n")
     await server.waitUntilStopped()
     exit(0)
 case .serve(let options):
@@ -110,7 +132,7 @@ case .serve(let options):
     do {
         scenarios = try ScenarioLoader.load(paths: paths)
     } catch {
-        for problem in error.errors { FileHandle.standardError.write(Data("\(problem)\n".utf8)) }
+        for problem in error.errors { writeStandardError("\(problem)\n") }
         fail("not serving: \(error.errors.count) problem(s) in the scenario files", code: 1)
     }
     var configuration = FaultlineServer.Configuration(host: options.host, port: options.port, scenarios: scenarios)
@@ -125,7 +147,7 @@ case .serve(let options):
     configuration.adminPort = options.adminPort
     configuration.conditions = options.conditions
     configuration.onReload = { reload in
-        FileHandle.standardError.write(Data("faultline: \(reload)\n".utf8))
+        writeStandardError("faultline: \(reload)\n")
     }
     let server: FaultlineServer
     do {
@@ -153,10 +175,10 @@ case .serve(let options):
     // stdout is a pipe when a test suite starts us: flush so the first line arrives now, not at exit.
     fflush(nil)
     let routes = scenarios.reduce(0) { $0 + $1.routes.count }
-    FileHandle.standardError.write(Data(
-        "faultline: \(scenarios.count) scenario(s), \(routes) route(s); admin API at \(server.baseURL.absoluteString)/__faultline/\n".utf8))
+    writeStandardError(
+        "faultline: \(scenarios.count) scenario(s), \(routes) route(s); admin API at \(server.baseURL.absoluteString)/__faultline/\n")
     if let watching {
-        FileHandle.standardError.write(Data("faultline: watching the scenario files (\(watching))\n".utf8))
+        writeStandardError("faultline: watching the scenario files (\(watching))\n")
     }
     await server.waitUntilStopped()
     exit(0)

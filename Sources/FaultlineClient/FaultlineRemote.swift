@@ -1,4 +1,7 @@
-import FaultlineCore
+// FaultlineCore's journal, JSON and control types are this module's vocabulary (`JournalFilter`, `JournalEntry`,
+// `JSONValue`, `FaultlineControl`, `Report`, `PolicyState`): a test bundle that imports FaultlineClient alone can
+// name them.
+@_exported import FaultlineCore
 import Foundation
 
 #if canImport(FoundationNetworking)
@@ -47,6 +50,9 @@ public struct FaultlineRemote: FaultlineControl {
         ("GET", "/__faultline/events", "events(cursor:timeout:)"),
         ("GET", "/__faultline/ui/{asset}", "dashboardAsset(_:)"),
     ]
+
+    /// `waitForRequests` gave up (the same type `FaultlineServer.WaitTimeout` names).
+    public typealias WaitTimeout = FaultlineWaitTimeout
 
     public init(baseURL: URL) {
         self.baseURL = baseURL

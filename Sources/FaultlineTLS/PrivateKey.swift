@@ -1,5 +1,9 @@
 import COpenSSL
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// An OpenSSL private key (`EVP_PKEY *`), freed when the last reference goes. The pointer is never mutated after
 /// creation, so a key can be shared between threads.

@@ -142,4 +142,21 @@ import FoundationNetworking
         let exportGone = await RemoteCommands.export(ExportOptions(url: url, format: .html, output: html))
         #expect(exportGone.exitCode == 2 && exportGone.stderr.contains("export: cannot reach") && !FileManager.default.fileExists(atPath: html))
     }
+
+    @Test func theAdminClientParsesTheURLsVerifyAndExportAreGiven() throws {
+        // verify and export read the admin API with Faultline's own client (no URLSession, no libcurl).
+        let plain = try #require(LoopHTTPClient.Target("http://127.0.0.1:8080/__faultline/report?scenario=a%20b"))
+        #expect(plain == LoopHTTPClient.Target("HTTP://127.0.0.1:8080/__faultline/report?scenario=a%20b#frag"))
+        #expect(!plain.secure && plain.host == "127.0.0.1" && plain.port == 8080)
+        #expect(plain.path == "/__faultline/report?scenario=a%20b" && plain.authority == "127.0.0.1:8080")
+        let secure = try #require(LoopHTTPClient.Target("https://[::1]/x"))
+        #expect(secure.secure && secure.host == "::1" && secure.port == 443 && secure.authority == "[::1]")
+        let bare = try #require(LoopHTTPClient.Target("http://localhost?q=1"))
+        #expect(bare.port == 80 && bare.path == "/?q=1" && bare.authority == "localhost")
+        #expect(LoopHTTPClient.Target("http://user@h:81/")?.host == "h")
+        for bad in ["ftp://x/", "http://", "http://h:0/", "http://h:65536/", "http://h:x/", "http://[::1/", "127.0.0.1:8080", ""] {
+            #expect(LoopHTTPClient.Target(bad) == nil, "\(bad)")
+        }
+        #expect(RemoteCommands.percentEncoded("a b&c=d/é~") == "a%20b%26c%3Dd%2F%C3%A9~")
+    }
 }

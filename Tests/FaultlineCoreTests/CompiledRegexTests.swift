@@ -53,4 +53,25 @@ import Testing
         }
         #expect(counts == [100, 100, 100, 100])
     }
+
+    @Test func theSyntaxScenariosUseStillMeansWhatItMeant() throws {
+        // Swift's Regex replaced NSRegularExpression (the server links no ICU): the ICU-family syntax that
+        // scenario files use keeps its meaning, unanchored, on Unicode scalars.
+        let cases: [(pattern: String, matching: [String], notMatching: [String])] = [
+            (#"^Bearer [A-Za-z0-9._~+/-]+=*$"#, ["Bearer abc.def-1"], ["bearer abc", "Bearer "]),
+            (#"\d{3}"#, ["a123b"], ["12"]),
+            (#"(?i)^application/json"#, ["Application/JSON; charset=utf-8"], ["text/json"]),
+            (#"\bgzip\b"#, ["deflate, gzip"], ["xgzipx"]),
+            (#"^(?!admin).*$"#, ["user"], ["admin-1"]),
+            (#"^[^@\s]+@[^@\s]+\.[a-z]{2,}$"#, ["a@b.io"], ["a@b", "a b@c.de"]),
+            // One dot is one Unicode scalar, as ICU's was one code point: a precomposed é is one, e + U+0301 two.
+            (#"^.$"#, ["\u{E9}"], ["ab", "e\u{301}"]),
+            (#"v\d+\.\d+"#, ["app/v12.3 (ios)"], ["v.3"]),
+        ]
+        for (pattern, matching, notMatching) in cases {
+            let regex = try CompiledRegex(pattern)
+            for text in matching { #expect(regex.matches(text), "\(pattern) should match \(text)") }
+            for text in notMatching { #expect(!regex.matches(text), "\(pattern) should not match \(text)") }
+        }
+    }
 }

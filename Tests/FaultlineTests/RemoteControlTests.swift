@@ -1,4 +1,5 @@
 import Faultline
+import FaultlineClient
 import FaultlineCore
 import Foundation
 import Testing

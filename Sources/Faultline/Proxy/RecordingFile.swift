@@ -1,5 +1,9 @@
 import FaultlineCore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// `faultline record`'s target: the folder the scenario is written into and how it is written.
 package struct RecordingConfiguration: Sendable {
@@ -49,7 +53,7 @@ enum RecordingFile {
             }
             try Data((output.scenario.prettySerialized() + "\n").utf8).write(to: file, options: .atomic)
         } catch {
-            return .failure(RecordingFailure(description: "cannot write the recording into \(configuration.directory): \(error.localizedDescription)"))
+            return .failure(RecordingFailure(description: "cannot write the recording into \(configuration.directory): \(errorText(error))"))
         }
         return .success(RecordingSummary(
             file: file.path, routes: output.routes, exchanges: recording.exchanges.count, dropped: recording.dropped))

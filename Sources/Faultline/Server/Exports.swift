@@ -1,6 +1,7 @@
-// `FaultlineRemote`, `FaultlineControl`, `Report` and the typed admin answers moved to the FaultlineClient
-// library (Foundation and FaultlineCore only, no libevent, for test bundles that drive a server in another
-// process). Re-exported so that code written when they lived here, `import Faultline` alone, still compiles.
-@_exported import FaultlineClient
+import FaultlineCore
 
+// `FaultlineControl`, `Report`, `PolicyState` and `FaultlineWaitTimeout` live in FaultlineCore (FoundationEssentials
+// only), so the server and the `faultline` binary link neither Foundation's ICU nor FoundationNetworking's libcurl.
+// `FaultlineRemote`, which drives a server in another process over URLSession, is in FaultlineClient: a test that
+// uses it imports FaultlineClient (ARCHITECTURE §1).
 extension FaultlineServer: FaultlineControl {}

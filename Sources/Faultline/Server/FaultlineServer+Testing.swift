@@ -1,10 +1,14 @@
 import FaultlineCore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The parts of the Swift API a test asserts with: waiting for requests, the policy state, the verdicts.
 extension FaultlineServer {
     /// `waitForRequests` gave up: the condition did not hold in time (the same type `FaultlineRemote` throws).
-    public typealias WaitTimeout = FaultlineRemote.WaitTimeout
+    public typealias WaitTimeout = FaultlineWaitTimeout
 
     /// Starts a server on 127.0.0.1, port 0, serving the scenario files or folders at `paths`.
     /// Throws `ServerError.scenarios` when the files do not load, like every initialiser here: one typed error.

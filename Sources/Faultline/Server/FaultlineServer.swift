@@ -1,5 +1,9 @@
 import FaultlineCore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Synchronization
 
 /// Faultline's version, as `--version` and `/__faultline/health` report it.

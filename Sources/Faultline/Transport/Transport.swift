@@ -1,3 +1,4 @@
+import FaultlineCore
 import CLibevent
 
 #if canImport(Glibc)

@@ -35,7 +35,7 @@ package struct ExchangeCompletion: Sendable {
 
 /// The client-policy state of the loaded scenarios (ARCHITECTURE §6): tokens, rate-limit buckets, Retry-After
 /// judgements, idempotency records and side-effect counts. Owned by the engine; loop thread only.
-struct PolicyState {
+struct PolicyRuntime {
     var authority: TokenAuthority?
     var refreshServed = 0
     var limits: [ScopedRateLimit] = []

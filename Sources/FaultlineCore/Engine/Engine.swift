@@ -124,7 +124,7 @@ package final class Engine {
     /// The token endpoint's random stream (delays of `auth.refresh` steps).
     @exclusivity(unchecked) var tokenRandom = SeededRandom(seed: 0)
     @exclusivity(unchecked) private var nextResourceID = 1
-    @exclusivity(unchecked) var policy = PolicyState(scenarios: [], now: EngineInstant())
+    @exclusivity(unchecked) var policy = PolicyRuntime(scenarios: [], now: EngineInstant())
     /// Where and when the request being decided arrived: what `Retries.follows` compares with an answer's end.
     @exclusivity(unchecked) var currentAttempt = Retries.Attempt(connection: 0, arrivedAtNanos: 0)
     @exclusivity(unchecked) private var loadedAt = EngineInstant()
@@ -219,7 +219,7 @@ package final class Engine {
         tokenRandom = SeededRandom(
             seed: Self.streamSeed(scenarioSeed: tokenSeed, routeID: DecisionSource.tokenEndpoint.description, partition: nil))
         nextResourceID = 1
-        policy = PolicyState(scenarios: scenarios, now: now ?? loadedAt)
+        policy = PolicyRuntime(scenarios: scenarios, now: now ?? loadedAt)
         resources.reset(now: now ?? loadedAt)
     }
 

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The parts of a request that matching looks at, each computed at most once per request and only when a
 /// route asks for it (most requests need the path segments and nothing else).
@@ -235,24 +239,27 @@ package enum JSONSubset {
     }
 }
 
-/// A regular expression (NSRegularExpression syntax) compiled once, when the scenario is loaded, and kept in
-/// the matcher that uses it, so matching never compiles and no state is shared between servers.
+/// A regular expression compiled once, when the scenario is loaded, and kept in the matcher that uses it, so
+/// matching never compiles and no state is shared between servers. The syntax is Swift's `Regex` (the
+/// PCRE/ICU/Oniguruma family: classes, `\d`, `\b`, anchors, lookaround, `(?i)`), matched unanchored on Unicode
+/// scalars, as NSRegularExpression (which it replaced, so that the server links no ICU) matched them.
 /// Two are equal when their pattern text is: scenarios compare by what was written (hot reload uses `==`).
-package struct CompiledRegex: Sendable, Equatable, CustomStringConvertible {
+package struct CompiledRegex: @unchecked Sendable, Equatable, CustomStringConvertible {
     /// The pattern as written in the scenario.
     package let pattern: String
-    /// Immutable once made, so safe to use from any thread (NSRegularExpression is Sendable).
-    private let expression: NSRegularExpression
+    /// Immutable once made and only ever read, so safe to use from any thread (the standard library's `Regex` is a
+    /// value with an immutable program; `AnyRegexOutput` is what keeps it from being declared Sendable).
+    private let expression: Regex<AnyRegexOutput>
 
     /// Compiles `pattern`; throws when it is not a valid regular expression.
     package init(_ pattern: String) throws {
         self.pattern = pattern
-        expression = try NSRegularExpression(pattern: pattern)
+        expression = try Regex(pattern).matchingSemantics(.unicodeScalar)
     }
 
     /// Whether the expression matches somewhere in `value`.
     package func matches(_ value: String) -> Bool {
-        expression.firstMatch(in: value, range: NSRange(value.startIndex..<value.endIndex, in: value)) != nil
+        value.contains(expression)
     }
 
     package var description: String { pattern }

@@ -41,9 +41,9 @@ package enum Template {
         guard hasPlaceholders(text) else { return text }
         var out = ""
         var rest = Substring(text)
-        while let open = rest.range(of: "{{") {
+        while let open = rest.firstRange(of: "{{") {
             out += rest[..<open.lowerBound]
-            guard let close = rest[open.upperBound...].range(of: "}}") else {
+            guard let close = rest[open.upperBound...].firstRange(of: "}}") else {
                 rest = rest[open.lowerBound...]
                 break
             }

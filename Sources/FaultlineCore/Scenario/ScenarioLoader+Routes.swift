@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 extension ScenarioLoader.Reader {
     /// The scenario in `document`, or nil when anything in it was reported.

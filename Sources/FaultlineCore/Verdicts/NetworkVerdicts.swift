@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The rules about what a client does while the network is away and when it comes back (ARCHITECTURE §3b, §8),
 /// judged from the journal's network changes, the connection attempts the server saw and the client's requests.
@@ -140,12 +144,12 @@ enum NetworkVerdicts {
         let growth = lateLevel / earlyLevel
         let gaps = points.prefix(8).map { "\(Int($0.gap.rounded())) ms" }.joined(separator: ", ")
         let summary = "intervals between attempts during the outage \(gaps)\(points.count > 8 ? ", …" : ""): the later "
-            + "ones' median \(Int(lateLevel.rounded())) ms is ×\(String(format: "%.2f", growth)) the first two's "
+            + "ones' median \(Int(lateLevel.rounded())) ms is ×\(decimalText(growth, places: 2)) the first two's "
             + "\(Int(earlyLevel.rounded())) ms"
         guard growth >= OutageBackoffRule.minimumGrowth else {
             return Verdict(rule: rule, passed: false,
                            explanation: "no backoff while the network was away: \(summary), at least "
-                            + "×\(String(format: "%.2f", OutageBackoffRule.minimumGrowth)) expected", evidence: evidence)
+                            + "×\(decimalText(OutageBackoffRule.minimumGrowth, places: 2)) expected", evidence: evidence)
         }
         return Verdict(rule: rule, passed: true, explanation: summary, evidence: [])
     }

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// One judged rule: whether the client kept it, a sentence a developer understands without reading our code,
 /// and the journal sequence numbers that show it.
@@ -490,13 +494,13 @@ package enum Verdicts {
         let growth = exp(fitLine(xs, ys, weights: ws).slope)
         let seen = judged.indices.map { "retry \($0 + 1): \(Int(envelopes[$0].rounded())) ms (\(judged[$0].count))" }
             .joined(separator: ", ")
-        let growthText = "×\(String(format: "%.2f", growth)) per retry"
+        let growthText = "×\(decimalText(growth, places: 2)) per retry"
         let summary = "the slower half of the waits before \(seen)"
         guard growth >= BackoffRule.minimumGrowth else {
             return Verdict(
                 rule: "backoff", passed: false,
                 explanation: "the intervals do not grow: \(summary) grows \(growthText), at least "
-                    + "×\(String(format: "%.2f", BackoffRule.minimumGrowth)) expected",
+                    + "×\(decimalText(BackoffRule.minimumGrowth, places: 2)) expected",
                 evidence: evidence)
         }
         if jitter {

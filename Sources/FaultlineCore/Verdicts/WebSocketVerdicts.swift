@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The rules about WebSocket clients (ARCHITECTURE §4c, §8), judged from the upgrade entries and their `websocket`
 /// records.
@@ -54,21 +58,21 @@ enum WebSocketVerdicts {
         let fit = Verdicts.fitLine(xs, ys, weights: Array(repeating: 1, count: xs.count))
         let growth = exp(fit.slope)
         let waits = points.prefix(8).map { "\(Int($0.wait.rounded())) ms" }.joined(separator: ", ")
-        let summary = "waits before reconnects \(waits)\(points.count > 8 ? ", …" : "") grow ×\(String(format: "%.2f", growth)) per reconnect"
+        let summary = "waits before reconnects \(waits)\(points.count > 8 ? ", …" : "") grow ×\(decimalText(growth, places: 2)) per reconnect"
         guard growth >= Verdicts.BackoffRule.minimumGrowth else {
             return Verdict(rule: rule, passed: false,
-                           explanation: "the reconnects do not back off: \(summary), at least ×\(String(format: "%.2f", Verdicts.BackoffRule.minimumGrowth)) expected",
+                           explanation: "the reconnects do not back off: \(summary), at least ×\(decimalText(Verdicts.BackoffRule.minimumGrowth, places: 2)) expected",
                            evidence: evidence)
         }
         let scatter = (fit.residuals.map { $0 * $0 }.reduce(0, +) / Double(fit.residuals.count)).squareRoot()
         if jitter && scatter < minimumScatter {
             return Verdict(rule: rule, passed: false,
                            explanation: "no jitter: \(summary), but every wait sits on that curve (log scatter "
-                            + "\(String(format: "%.3f", scatter)), at least \(minimumScatter) expected): clients dropped together "
+                            + "\(decimalText(scatter, places: 3)), at least \(minimumScatter) expected): clients dropped together "
                             + "would come back together", evidence: evidence)
         }
         return Verdict(rule: rule, passed: true,
-                       explanation: summary + (jitter ? ", with jitter (log scatter \(String(format: "%.2f", scatter)))" : ""),
+                       explanation: summary + (jitter ? ", with jitter (log scatter \(decimalText(scatter, places: 2)))" : ""),
                        evidence: [])
     }
 

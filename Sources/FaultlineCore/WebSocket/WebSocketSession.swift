@@ -338,7 +338,7 @@ package final class WebSocketSession {
     private func sendMessage(_ payload: WebSocketPayload, number: Int) {
         switch payload {
         case .text(let text):
-            let rendered = text.contains("{{n}}") ? text.replacingOccurrences(of: "{{n}}", with: String(number)) : text
+            let rendered = text.contains("{{n}}") ? text.replacing("{{n}}", with: String(number)) : text
             send(WebSocketFrame(opcode: .text, payload: Array(rendered.utf8)))
         case .binary(let bytes):
             send(WebSocketFrame(opcode: .binary, payload: bytes))

@@ -1,5 +1,8 @@
-import FaultlineCore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// `GET /__faultline/state`, typed: the token authority, the rate limiters' buckets, the Retry-After judgements,
 /// the idempotency records and the side effects. The fields are the admin API's (openapi.json, schema `State`).

@@ -1,5 +1,3 @@
-import FaultlineCore
-
 /// The verdicts, typed for assertions: `#expect(await server.report().passed)`.
 public struct Report: Sendable, CustomStringConvertible {
     public struct Entry: Sendable {

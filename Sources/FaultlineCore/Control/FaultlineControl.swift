@@ -1,7 +1,12 @@
-// FaultlineCore's journal and JSON types are this module's vocabulary (`JournalFilter`, `JournalEntry`,
-// `JSONValue`): a test bundle that imports FaultlineClient alone can name them.
-@_exported import FaultlineCore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#endif
 
 /// What a test needs from a Faultline server, whether it runs in-process (`FaultlineServer`) or in another
 /// process (`FaultlineRemote`, over the admin API), so the same test code works with either.
@@ -22,21 +27,20 @@ public protocol FaultlineControl: Sendable {
     func clearJournal() async throws
 }
 
-extension FaultlineRemote {
-    /// `waitForRequests` gave up: the condition did not hold in time. `seen` is what matched by then.
-    public struct WaitTimeout: Error, CustomStringConvertible {
-        public var wanted: Int
-        public var seen: [JournalEntry]
+/// `waitForRequests` gave up: the condition did not hold in time. `seen` is what matched by then. Thrown by
+/// `FaultlineServer` and `FaultlineRemote` alike (each names it `WaitTimeout`).
+public struct FaultlineWaitTimeout: Error, CustomStringConvertible {
+    public var wanted: Int
+    public var seen: [JournalEntry]
 
-        package init(wanted: Int, seen: [JournalEntry]) {
-            self.wanted = wanted
-            self.seen = seen
-        }
+    package init(wanted: Int, seen: [JournalEntry]) {
+        self.wanted = wanted
+        self.seen = seen
+    }
 
-        public var description: String {
-            "waited for \(wanted) matching request(s), saw \(seen.count)" + (seen.isEmpty ? "" : ": ")
-                + seen.map { "#\($0.sequence) \($0.method ?? "?") \($0.path ?? $0.requestLine) → \($0.status.map(String.init) ?? "-")" }
-                    .joined(separator: ", ")
-        }
+    public var description: String {
+        "waited for \(wanted) matching request(s), saw \(seen.count)" + (seen.isEmpty ? "" : ": ")
+            + seen.map { "#\($0.sequence) \($0.method ?? "?") \($0.path ?? $0.requestLine) → \($0.status.map(String.init) ?? "-")" }
+                .joined(separator: ", ")
     }
 }
