@@ -53,6 +53,7 @@ test:
 	@scripts/ensure-deps.sh test
 	@scripts/check-case-clashes.sh
 	$(SWIFT) build --build-tests
+	@scripts/check-binary-links.sh .build/debug/faultline
 	$(SWIFT_TESTS)
 	$(MAKE) --no-print-directory fuzz-ci
 	$(PYTEST)

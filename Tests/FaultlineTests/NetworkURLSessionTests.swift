@@ -223,6 +223,9 @@ import FoundationNetworking
         let entry = try #require(await server.requests(JournalFilter(path: "/blob")).first)
         let finished = try #require(entry.finishedAtMonotonicNanos)
         let seconds = Double(finished - entry.receivedAtMonotonicNanos) / 1e9
-        #expect(abs(seconds - 5.0) <= 0.2, "\(seconds) s on the server")
+        // At least the 4 s the cap takes plus the 1 s freeze (less the loop's timer slack); at most half a second
+        // more: with both cores busy (a parallel build) URLSession, in this process, was seen reading late enough to
+        // fill the socket buffer, so the server's last write came 0.21 s after 5.0 s. That lateness is the client's.
+        #expect(seconds >= 4.9 && seconds <= 5.5, "\(seconds) s on the server")
     }
 }
