@@ -114,8 +114,8 @@ offline=(unshare -n)
 in_offline='ip link set lo up && if ip -o link show | grep -qv ": lo:"; then echo "not offline" >&2; exit 1; fi && "$@"'
 
 phase "offline: no route out"
-echo "+ ${offline[*]} sh -c 'ip -o link show; curl https://pypi.org/'"
-"${offline[@]}" sh -c "$in_offline" sh sh -c 'ip -o link show | sed "s/^/  /"'
+echo "+ ${offline[*]} sh -c 'ip -br link show; curl https://pypi.org/'"
+"${offline[@]}" sh -c "$in_offline" sh sh -c 'ip -br link show | sed "s/^/  /"'
 if "${offline[@]}" sh -c "$in_offline" sh curl -sS --max-time 5 -o /dev/null https://pypi.org/ 2>/dev/null; then
     fail "curl reached https://pypi.org/ from inside ${offline[*]}"
 fi
