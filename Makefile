@@ -3,7 +3,7 @@
 SWIFT ?= swift
 PORT ?= 8080
 
-.PHONY: deps build release install dist dist-check serve test test-core test-swift test-python bench hotpath soak fuzz fuzz-ci clean
+.PHONY: deps build release install dist dist-check brew-check serve test test-core test-swift test-python bench hotpath soak fuzz fuzz-ci clean
 
 deps:
 	@scripts/ensure-deps.sh build
@@ -39,6 +39,14 @@ dist:
 # HTTP/1.1, h2c, HTTPS and h2 to curl outside and runs verify and export inside. Not part of `make test`.
 dist-check: dist
 	scripts/dist-check.sh
+
+# Proves packaging/homebrew/faultline.rb without Homebrew (scripts/brew-check.sh; root, or user namespaces): ruby -wc,
+# then a `git archive` of HEAD built and tested with the network cut off (unshare -n) by the formula's own install and
+# test methods, which scripts/brew-shim.rb runs with just enough of Homebrew's Formula. A release build from scratch
+# (about 10 minutes on 2 cores). What only a Mac can prove is in docs/PORTABILITY.md. Not part of `make test`.
+brew-check:
+	@scripts/ensure-deps.sh brew
+	scripts/brew-check.sh
 
 # The Swift suites, run after `swift build --build-tests`. As root on Debian with CI=true or
 # FAULTLINE_INSTALL_TEST_CA=1, scripts/install-test-ca.sh first adds a test CA to the system's trust store, so that

@@ -8,7 +8,10 @@
 #   junit.xsd) and selenium with chromium + chromium-driver (the HTML report in a headless browser; Linux only).
 #   dist: libcurl4-openssl-dev (the --static-swift-stdlib link: FoundationNetworking), dpkg-dev (dpkg-deb and
 #   dpkg-shlibdeps: the .deb), debootstrap and curl (scripts/dist-check.sh's Debian root; Debian only).
-# Usage: scripts/ensure-deps.sh [build|test|bench|hotpath|dist]
+#   brew: ruby (scripts/brew-check.sh: `ruby -wc` and the formula shim), libcurl4-openssl-dev (the
+#   --static-swift-stdlib link), curl (the formula's test), iproute2 (`ip`: loopback up in the offline namespace) and
+#   binutils (readelf: the linkage check); Debian only, as Homebrew on a Mac checks its own formula.
+# Usage: scripts/ensure-deps.sh [build|test|bench|hotpath|dist|brew]
 set -euo pipefail
 need="${1:-build}"
 sudo=""
@@ -44,6 +47,12 @@ if [ "$need" = dist ]; then
     command -v dpkg-shlibdeps >/dev/null || apt_packages+=(dpkg-dev)
     command -v debootstrap >/dev/null || apt_packages+=(debootstrap)
 fi
+if [ "$need" = brew ]; then
+    command -v ruby >/dev/null || apt_packages+=(ruby)
+    pkg-config --exists libcurl 2>/dev/null || apt_packages+=(libcurl4-openssl-dev)
+    command -v ip >/dev/null || apt_packages+=(iproute2)
+    command -v readelf >/dev/null || apt_packages+=(binutils)
+fi
 if [ "$(uname)" = Darwin ]; then
     # Homebrew names for the same needs (docs/PORTABILITY.md: written for macOS, not yet run on one here).
     brew_packages=()
@@ -66,6 +75,11 @@ if [ "$(uname)" = Darwin ]; then
     fi
     if [ "$need" = dist ]; then
         echo "ensure-deps: make dist builds Debian artefacts (dpkg-deb, debootstrap); it is Linux-only" >&2
+        exit 1
+    fi
+    if [ "$need" = brew ]; then
+        echo "ensure-deps: make brew-check proves the formula without Homebrew (unshare); it is Linux-only:" \
+            "on a Mac, brew checks it (docs/PORTABILITY.md)" >&2
         exit 1
     fi
     if [ "${#brew_packages[@]}" -gt 0 ]; then
