@@ -27,7 +27,10 @@ install: release
 # What installs without a Swift toolchain, in dist/ (scripts/dist.sh): the release binary with the Swift runtime,
 # Foundation and Dispatch linked in (--static-swift-stdlib) and no $ORIGIN RUNPATH (--disable-local-rpath), stripped,
 # as faultline-VERSION-linux-ARCH.tar.gz and faultline_VERSION_ARCH.deb, each with its .sha256. The flags live here,
-# not in Package.swift. It relinks .build/release/faultline (seconds). Not part of `make test`.
+# not in Package.swift. It relinks .build/release/faultline (seconds). Then scripts/dist-image.sh builds the container
+# image from the tarball, with no registry: distroless (the binary, the libraries ldd names, CA certificates, the
+# scenarios), user 65532, `serve /scenarios` on 0.0.0.0:8080 and HTTPS on 8443 with --tls-dir /tls, as
+# faultline-VERSION-oci.tar (OCI layout) and faultline-VERSION-docker.tar (docker/podman load). Not part of `make test`.
 DIST_BUILD = $(SWIFT) build -c release --static-swift-stdlib --disable-local-rpath --product faultline
 dist:
 	@scripts/ensure-deps.sh dist

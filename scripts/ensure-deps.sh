@@ -7,7 +7,8 @@
 #   API against docs/openapi.json), xmlschema (Tests/Python/test_junit.py validates `verify --junit` files against
 #   junit.xsd) and selenium with chromium + chromium-driver (the HTML report in a headless browser; Linux only).
 #   dist: libcurl4-openssl-dev (the --static-swift-stdlib link: FoundationNetworking), dpkg-dev (dpkg-deb and
-#   dpkg-shlibdeps: the .deb), debootstrap and curl (scripts/dist-check.sh's Debian root; Debian only).
+#   dpkg-shlibdeps: the .deb), umoci, skopeo and jq (scripts/dist-image.sh's container image, its archives and
+#   scripts/dist-check-image.sh's unpacking), debootstrap and curl (scripts/dist-check.sh's Debian root; Debian only).
 # Usage: scripts/ensure-deps.sh [build|test|bench|hotpath|dist]
 set -euo pipefail
 need="${1:-build}"
@@ -43,6 +44,9 @@ if [ "$need" = dist ]; then
     pkg-config --exists libcurl 2>/dev/null || apt_packages+=(libcurl4-openssl-dev)
     command -v dpkg-shlibdeps >/dev/null || apt_packages+=(dpkg-dev)
     command -v debootstrap >/dev/null || apt_packages+=(debootstrap)
+    command -v umoci >/dev/null || apt_packages+=(umoci)
+    command -v skopeo >/dev/null || apt_packages+=(skopeo)
+    command -v jq >/dev/null || apt_packages+=(jq)
 fi
 if [ "$(uname)" = Darwin ]; then
     # Homebrew names for the same needs (docs/PORTABILITY.md: written for macOS, not yet run on one here).
