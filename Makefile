@@ -39,7 +39,9 @@ dist:
 
 # Proves dist/'s artefacts where no Swift exists (scripts/dist-check.sh; root): a debootstrap'd Debian bookworm
 # (cached under .build/dist-check/) installs the .deb with apt and unpacks the tarball, then each binary serves
-# HTTP/1.1, h2c, HTTPS and h2 to curl outside and runs verify and export inside. Not part of `make test`.
+# HTTP/1.1, h2c, HTTPS and h2 to curl outside and runs verify and export inside. scripts/dist-check-image.sh then
+# unpacks the OCI archive (umoci) and runs the image's entrypoint and cmd in its rootfs as its user with the same
+# requests, and in podman too where podman is installed. Not part of `make test`.
 dist-check: dist
 	scripts/dist-check.sh
 
