@@ -236,5 +236,6 @@ check_binary() {  # check_binary LABEL BINARY SCENARIOS
 
 check_binary deb /usr/bin/faultline /usr/share/faultline/scenarios
 check_binary tarball "/opt/$top/bin/faultline" "/opt/$top/share/faultline/scenarios"
+phase "the container image: scripts/dist-check-image.sh"; run scripts/dist-check-image.sh
 
 phase "clean up the root"

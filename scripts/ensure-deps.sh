@@ -6,11 +6,12 @@
 #   cryptography + h2 (TLS and HTTP/2 tests), websockets, schemathesis (Tests/Python/test_openapi.py fuzzes the admin
 #   API against docs/openapi.json), xmlschema (Tests/Python/test_junit.py validates `verify --junit` files against
 #   junit.xsd) and selenium with chromium + chromium-driver (the HTML report in a headless browser; Linux only).
-#   dist: libcurl4-openssl-dev (the --static-swift-stdlib link: FoundationNetworking), dpkg-dev (dpkg-deb and
-#   dpkg-shlibdeps: the .deb), debootstrap and curl (scripts/dist-check.sh's Debian root; Debian only).
-#   brew: ruby (scripts/brew-check.sh: `ruby -wc` and the formula shim), libcurl4-openssl-dev (the
-#   --static-swift-stdlib link), curl (the formula's test), iproute2 (`ip`: loopback up in the offline namespace) and
-#   binutils (readelf: the linkage check); Debian only, as Homebrew on a Mac checks its own formula.
+#   dist: dpkg-dev (dpkg-deb and
+#   dpkg-shlibdeps: the .deb), umoci, skopeo and jq (scripts/dist-image.sh's container image, its archives and
+#   scripts/dist-check-image.sh's unpacking), debootstrap and curl (scripts/dist-check.sh's Debian root; Debian only).
+#   brew: ruby (scripts/brew-check.sh: `ruby -wc` and the formula shim), curl (the formula's test), iproute2 (`ip`:
+#   loopback up in the offline namespace) and binutils (readelf: the linkage check); Debian only, as Homebrew on a
+#   Mac checks its own formula.
 # Usage: scripts/ensure-deps.sh [build|test|bench|hotpath|dist|brew]
 set -euo pipefail
 need="${1:-build}"
@@ -43,13 +44,14 @@ if [ "$need" = hotpath ]; then
     command -v valgrind >/dev/null || apt_packages+=(valgrind)
 fi
 if [ "$need" = dist ]; then
-    pkg-config --exists libcurl 2>/dev/null || apt_packages+=(libcurl4-openssl-dev)
     command -v dpkg-shlibdeps >/dev/null || apt_packages+=(dpkg-dev)
     command -v debootstrap >/dev/null || apt_packages+=(debootstrap)
+    command -v umoci >/dev/null || apt_packages+=(umoci)
+    command -v skopeo >/dev/null || apt_packages+=(skopeo)
+    command -v jq >/dev/null || apt_packages+=(jq)
 fi
 if [ "$need" = brew ]; then
     command -v ruby >/dev/null || apt_packages+=(ruby)
-    pkg-config --exists libcurl 2>/dev/null || apt_packages+=(libcurl4-openssl-dev)
     command -v ip >/dev/null || apt_packages+=(iproute2)
     command -v readelf >/dev/null || apt_packages+=(binutils)
 fi
