@@ -25,7 +25,7 @@ install: release
 	install -m 755 .build/release/faultline $(PREFIX)/bin/faultline
 
 # What installs without a Swift toolchain, in dist/ (scripts/dist.sh): the release binary with the Swift runtime,
-# Foundation and Dispatch linked in (--static-swift-stdlib) and no $ORIGIN RUNPATH (--disable-local-rpath), stripped,
+# FoundationEssentials and Dispatch linked in (no ICU, no libcurl) (--static-swift-stdlib) and no $ORIGIN RUNPATH (--disable-local-rpath), stripped,
 # as faultline-VERSION-linux-ARCH.tar.gz and faultline_VERSION_ARCH.deb, each with its .sha256. The flags live here,
 # not in Package.swift. It relinks .build/release/faultline (seconds). Then scripts/dist-image.sh builds the container
 # image from the tarball, with no registry: distroless (the binary, the libraries ldd names, CA certificates, the

@@ -2,10 +2,10 @@
 # Proves dist/'s artefacts (scripts/dist.sh) where no Swift exists: a minimal Debian bookworm root
 # (debootstrap --variant=minbase, from the mirror apt uses here; cached as .build/dist-check/bookworm-minbase-ARCH.tar.gz
 # so later runs skip the download) installs the .deb with `apt-get install ./faultline_*.deb` (which must pull
-# libevent, OpenSSL, nghttp2 and libcurl from its Depends) and unpacks the tarball into /opt. For each of the two
+# libevent, OpenSSL and nghttp2 from its Depends) and unpacks the tarball into /opt. For each of the two
 # binaries: `ldd` inside the root must name no swift and nothing "not found"; `faultline serve` runs inside the root
 # (which shares this machine's network) while curl outside sends HTTP/1.1, h2c, HTTPS and h2 requests; `verify` and
-# `export --format html` run inside the root against it (FoundationNetworking's libcurl); SIGTERM must exit 0.
+# `export --format html` run inside the root against it (Faultline's own HTTP client); SIGTERM must exit 0.
 # Prints each command it runs and the time of each phase. Needs root (debootstrap, chroot, mount).
 # Usage: scripts/dist-check.sh   (Makefile: make dist-check; MIRROR=URL overrides the Debian mirror)
 set -euo pipefail
@@ -214,7 +214,7 @@ check_binary() {  # check_binary LABEL BINARY SCENARIOS
     expect "h2 /healthz" "2 200" -k --http2 "$tls_url/healthz"
     grep -qx ok "$body" || fail "$label: /healthz body is not ok"
 
-    phase "$label: verify, export --format html inside (libcurl)"
+    phase "$label: verify, export --format html inside"
     echo "+ [root] $bin verify --url $url"
     in_root "$bin" verify --url "$url" | tee "$logs/$label-verify.txt" | sed 's/^/  /' \
         || fail "$label: verify exited ${PIPESTATUS[0]}"

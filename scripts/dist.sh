@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Packs a self-contained release binary (built by `make dist` with --static-swift-stdlib: the Swift runtime,
-# Foundation and Dispatch linked in) into what installs where no Swift toolchain is, in dist/:
+# FoundationEssentials and Dispatch linked in; no ICU, no libcurl: ARCHITECTURE §1) into what installs where no Swift toolchain is, in dist/:
 #   faultline-VERSION-linux-ARCH.tar.gz   faultline-VERSION/{bin/faultline, share/faultline/scenarios/,
 #                                          share/doc/faultline/{README.md,faultline.txt}}
 #   faultline_VERSION_DEBARCH.deb          /usr/bin/faultline, /usr/share/faultline/scenarios/,
@@ -51,7 +51,7 @@ cat > "$top/share/doc/faultline/README.md" <<EOF
 # Faultline $version
 
 A fault-injecting stub HTTP server (HTTP/1.1, HTTPS, HTTP/2 as h2 and h2c), built with the Swift runtime linked
-in: it needs no Swift toolchain, only libc, libstdc++, libevent, OpenSSL 3, libnghttp2 and libcurl.
+in: it needs no Swift toolchain, only libc, libstdc++, libevent, OpenSSL 3 and libnghttp2.
 
 - \`faultline --help\`: every command and option (the same text is in faultline.txt beside this file).
 - \`faultline serve PATH/share/faultline/scenarios\`: the bundled example scenarios, with faultline.schema.json.

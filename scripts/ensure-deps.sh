@@ -6,9 +6,9 @@
 #   cryptography + h2 (TLS and HTTP/2 tests), websockets, schemathesis (Tests/Python/test_openapi.py fuzzes the admin
 #   API against docs/openapi.json), xmlschema (Tests/Python/test_junit.py validates `verify --junit` files against
 #   junit.xsd) and selenium with chromium + chromium-driver (the HTML report in a headless browser; Linux only).
-#   dist: dpkg-dev (dpkg-deb and
-#   dpkg-shlibdeps: the .deb), umoci, skopeo and jq (scripts/dist-image.sh's container image, its archives and
-#   scripts/dist-check-image.sh's unpacking), debootstrap and curl (scripts/dist-check.sh's Debian root; Debian only).
+#   dist: dpkg-dev (dpkg-deb and dpkg-shlibdeps: the .deb), umoci, skopeo and jq (scripts/dist-image.sh's container
+#   image, its archives and scripts/dist-check-image.sh's unpacking), debootstrap and curl (scripts/dist-check.sh's
+#   Debian root; Debian only).
 #   brew: ruby (scripts/brew-check.sh: `ruby -wc` and the formula shim), curl (the formula's test), iproute2 (`ip`:
 #   loopback up in the offline namespace) and binutils (readelf: the linkage check); Debian only, as Homebrew on a
 #   Mac checks its own formula.

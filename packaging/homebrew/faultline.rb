@@ -22,8 +22,6 @@ class Faultline < Formula
   depends_on "openssl@3"
 
   uses_from_macos "swift" => :build
-  # Linux: FoundationNetworking, linked in by --static-swift-stdlib, loads libcurl.
-  uses_from_macos "curl"
 
   def install
     args = %w[--disable-sandbox --configuration release --product faultline]
