@@ -223,6 +223,17 @@ check_binary() {  # check_binary LABEL BINARY SCENARIOS
     grep -qi '<html' "$root/tmp/report.html" || fail "$label: the export is not HTML"
     echo "  /tmp/report.html: $(stat -c %s "$root/tmp/report.html") bytes"
     cp "$root/tmp/report.html" "$logs/$label-report.html"
+    # Over HTTPS, the CLI's own client checks the server's certificate: trusted through SSL_CERT_FILE (the CA
+    # `ca --export` prints), refused (exit 2) without it, since the root's store does not hold that CA.
+    echo "+ [root] $bin ca --export > /tmp/ca.pem; SSL_CERT_FILE=/tmp/ca.pem $bin verify --url $tls_url"
+    in_root "$bin" ca --export > "$root/tmp/ca.pem" || fail "$label: ca --export failed"
+    in_root env SSL_CERT_FILE=/tmp/ca.pem "$bin" verify --url "$tls_url" > "$logs/$label-verify-https.txt" \
+        || fail "$label: verify over HTTPS exited $?"
+    echo "  $(tail -n 1 "$logs/$label-verify-https.txt")"
+    rc=0
+    in_root "$bin" verify --url "$tls_url" > /dev/null 2> "$logs/$label-verify-untrusted.txt" || rc=$?
+    [ "$rc" -eq 2 ] || fail "$label: verify over HTTPS with no CA trusted exited $rc, not 2"
+    echo "  without SSL_CERT_FILE: exit 2, $(cat "$logs/$label-verify-untrusted.txt")"
 
     phase "$label: SIGTERM"
     echo "+ kill -TERM $server_pid"

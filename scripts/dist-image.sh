@@ -27,7 +27,7 @@
 # Needs umoci, skopeo, jq (scripts/ensure-deps.sh dist) and GNU tar; not root.
 # Usage: scripts/dist-image.sh   (scripts/dist.sh runs it last; Makefile: make dist)
 #   IMAGE_SOURCE=URL sets org.opencontainers.image.source (default: the git remote origin, when it is a URL);
-#   IMAGE_LICENSES=SPDX sets org.opencontainers.image.licenses (default NOASSERTION: no licence is published yet).
+#   IMAGE_LICENSES=SPDX sets org.opencontainers.image.licenses (default Apache-2.0, the LICENSE file's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -90,7 +90,8 @@ trap 'exit 143' TERM
 umask 022
 
 phase "binary and scenarios from the tarball"
-run tar -C "$work" -xzf "$tarball" "faultline-$version/bin/faultline" "faultline-$version/share/faultline/scenarios"
+run tar -C "$work" -xzf "$tarball" "faultline-$version/bin/faultline" "faultline-$version/share/faultline/scenarios" \
+    "faultline-$version/share/doc/faultline"
 binary="$work/faultline-$version/bin/faultline"
 reported="$("$binary" --version)"
 [ "$reported" = "faultline $version" ] || fail "$tarball's binary says '$reported', the source '$version'"
@@ -100,6 +101,9 @@ install -m 755 "$binary" "$rootfs/usr/bin/faultline"
 cp -R "$work/faultline-$version/share/faultline/scenarios" "$rootfs/scenarios"
 chmod -R u=rwX,go=rX "$rootfs/scenarios"
 [ -f "$rootfs/scenarios/faultline.schema.json" ] || fail "the tarball's scenarios have no faultline.schema.json"
+# Faultline's own licence, beside the Debian packages' copyright files.
+install -d "$rootfs/usr/share/doc/faultline"
+install -m 644 "$work/faultline-$version/share/doc/faultline/"{LICENSE,NOTICE} "$rootfs/usr/share/doc/faultline/"
 
 phase "the shared libraries ldd names"
 # Debian's merged /usr: /lib, /lib64 and /bin are symlinks into /usr; the image has the same ones, so the
@@ -228,7 +232,7 @@ labels=(
     --config.label "org.opencontainers.image.description=A fault-injecting stub HTTP/1.1, HTTPS and HTTP/2 server"
     --config.label "org.opencontainers.image.version=$version"
     --config.label "org.opencontainers.image.created=$created"
-    --config.label "org.opencontainers.image.licenses=${IMAGE_LICENSES:-NOASSERTION}"
+    --config.label "org.opencontainers.image.licenses=${IMAGE_LICENSES:-Apache-2.0}"
 )
 [ -z "$source_url" ] || labels+=(--config.label "org.opencontainers.image.source=$source_url")
 run umoci config --image "$image" "${history[@]}" --history.comment "the configuration" \

@@ -2,7 +2,8 @@
 # Packs a self-contained release binary (built by `make dist` with --static-swift-stdlib: the Swift runtime,
 # FoundationEssentials and Dispatch linked in; no ICU, no libcurl: ARCHITECTURE §1) into what installs where no Swift toolchain is, in dist/:
 #   faultline-VERSION-linux-ARCH.tar.gz   faultline-VERSION/{bin/faultline, share/faultline/scenarios/,
-#                                          share/doc/faultline/{README.md,faultline.txt}}
+#                                          share/doc/faultline/{README.md,faultline.txt,LICENSE,NOTICE,
+#                                          CHANGELOG.md}}
 #   faultline_VERSION_DEBARCH.deb          /usr/bin/faultline, /usr/share/faultline/scenarios/,
 #                                          /usr/share/doc/faultline/; Depends: from dpkg-shlibdeps
 #   and a .sha256 beside each (`sha256sum -c` in dist/ checks it).
@@ -57,9 +58,10 @@ in: it needs no Swift toolchain, only libc, libstdc++, libevent, OpenSSL 3 and l
 - \`faultline serve PATH/share/faultline/scenarios\`: the bundled example scenarios, with faultline.schema.json.
 - The full documentation is the project's README.md (and docs/) in its source repository.
 
-No licence file has been published with this build yet.
+Licensed under the Apache License, Version 2.0: LICENSE and NOTICE beside this file; CHANGELOG.md says what changed.
 EOF
 "$top/bin/faultline" --help > "$top/share/doc/faultline/faultline.txt"
+cp LICENSE NOTICE CHANGELOG.md "$top/share/doc/faultline/"
 chmod 644 "$top/share/doc/faultline/"*
 
 tarball="dist/$name-linux-$arch.tar.gz"
@@ -72,6 +74,17 @@ install -d "$root/DEBIAN" "$root/usr/bin" "$root/usr/share/faultline" "$root/usr
 cp "$top/bin/faultline" "$root/usr/bin/faultline"
 cp -R "$top/share/faultline/scenarios" "$root/usr/share/faultline/scenarios"
 cp "$top/share/doc/faultline/"* "$root/usr/share/doc/faultline/"
+# Debian's place for the licence (Policy §12.5): the copyright file, machine-readable, naming LICENSE's terms.
+cat > "$root/usr/share/doc/faultline/copyright" <<EOF
+Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
+Upstream-Name: faultline
+
+Files: *
+Copyright: 2026 The Faultline Authors
+License: Apache-2.0
+ On Debian systems, the full text of the Apache License, Version 2.0 is in
+ /usr/share/common-licenses/Apache-2.0 (and in LICENSE beside this file).
+EOF
 # dpkg-shlibdeps reads the libraries the binary needs and the packages (with minimum versions) that ship them; it
 # wants a source tree's debian/control, so a stub one in a folder of its own.
 mkdir -p "$work/src/debian"

@@ -12,7 +12,9 @@ sleeps are the clients' own Retry-After and backoff waits.
 """
 
 import json
+import os
 import socket
+import subprocess
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -20,6 +22,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from conftest import faultline_binary
 from example_clients import CarefulClient, NaiveClient, fixed_schedule_get
 
 SCENARIOS_DIR = Path(__file__).resolve().parents[2] / "scenarios"
@@ -405,6 +408,35 @@ def test_verify_exits_2_when_no_server_answers(run_cli):
     result = run_cli("verify", "--url", f"http://127.0.0.1:{port}", timeout=30)
     assert result.returncode == 2, result
     assert "cannot reach" in result.stderr and not result.stdout.startswith(("PASS", "FAIL"))
+
+
+def test_verify_and_export_over_https_check_the_certificate(start_faultline, run_cli, tmp_path):
+    # verify and export read the admin API with Faultline's own HTTP client (no URLSession, no libcurl): over
+    # HTTPS it checks the certificate against the system's store, or SSL_CERT_FILE (OpenSSL's default paths).
+    tls_dir = tmp_path / "tls"
+    server = start_faultline(args=["--tls-port", "0", "--tls-dir", tls_dir])
+    assert server.https_url and server.https_url.startswith("https://127.0.0.1:")
+    exported = run_cli("ca", "--tls-dir", tls_dir, "--export")
+    assert exported.returncode == 0 and "BEGIN CERTIFICATE" in exported.stdout, exported
+    ca = tmp_path / "ca.pem"
+    ca.write_text(exported.stdout)
+    env = {**os.environ, "SSL_CERT_FILE": str(ca), "SSL_CERT_DIR": str(tmp_path / "no-such-dir")}
+
+    def cli(*args, extra_env):
+        return subprocess.run([faultline_binary(), *map(str, args)], capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=30, env=extra_env)
+
+    trusted = cli("verify", "--url", server.https_url, extra_env=env)
+    assert trusted.returncode == 0, trusted
+    assert "verdicts passed" in trusted.stdout.splitlines()[-1], trusted.stdout
+    har = cli("export", "--url", server.https_url + "/", "--format", "har", extra_env=env)
+    assert har.returncode == 0 and json.loads(har.stdout)["log"]["creator"]["name"] == "Faultline", har
+    # The same server with no CA trusted for it: no answer at all (exit 2), and the reason is the certificate.
+    untrusted_env = {**env, "SSL_CERT_FILE": str(tmp_path / "empty.pem")}
+    (tmp_path / "empty.pem").write_text("")
+    untrusted = cli("verify", "--url", server.https_url, extra_env=untrusted_env)
+    assert untrusted.returncode == 2 and not untrusted.stdout, untrusted
+    assert "cannot reach https://127.0.0.1:" in untrusted.stderr and "certificate" in untrusted.stderr, untrusted.stderr
 
 
 # -- backoff ---------------------------------------------------------------------------------------------
