@@ -26,7 +26,8 @@ install: release
 
 # What installs without a Swift toolchain, in dist/ (scripts/dist.sh): the release binary with the Swift runtime,
 # Foundation and Dispatch linked in (--static-swift-stdlib) and no $ORIGIN RUNPATH (--disable-local-rpath), stripped,
-# as faultline-VERSION-linux-ARCH.tar.gz and faultline_VERSION_ARCH.deb, each with its .sha256. The flags live here,
+# as faultline-VERSION-linux-ARCH.tar.gz, faultline_VERSION_ARCH.deb and the Python package's wheel
+# faultline-VERSION-py3-none-manylinux_*.whl (scripts/dist-wheel.sh), each with its .sha256. The flags live here,
 # not in Package.swift. It relinks .build/release/faultline (seconds). Not part of `make test`.
 DIST_BUILD = $(SWIFT) build -c release --static-swift-stdlib --disable-local-rpath --product faultline
 dist:
@@ -36,7 +37,8 @@ dist:
 
 # Proves dist/'s artefacts where no Swift exists (scripts/dist-check.sh; root): a debootstrap'd Debian bookworm
 # (cached under .build/dist-check/) installs the .deb with apt and unpacks the tarball, then each binary serves
-# HTTP/1.1, h2c, HTTPS and h2 to curl outside and runs verify and export inside. Not part of `make test`.
+# HTTP/1.1, h2c, HTTPS and h2 to curl outside and runs verify and export inside; then the wheel, in a fresh venv
+# there, runs a pytest suite with its bundled binary (scripts/dist-check-wheel.sh). Not part of `make test`.
 dist-check: dist
 	scripts/dist-check.sh
 
