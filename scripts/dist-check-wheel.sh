@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Proves dist/'s wheel (scripts/dist-wheel.sh) where no Swift exists, as a Python user would meet it:
-# - here: its checksum, `auditwheel show` (the tag in its name, and no external library outside that tag's policy),
+# - here: its checksum, `auditwheel show` (its JSON: the overall tag is the one in its name, no external library),
 #   faultline/bin/faultline stored executable beside faultline.libs/;
 # - in a minimal Debian bookworm root (the debootstrap --variant=minbase tarball dist-check.sh caches as
 #   .build/dist-check/bookworm-minbase-ARCH.tar.gz; made here too when absent), with python3, python3-venv and curl
@@ -12,7 +12,8 @@
 #   honorsRetryAfter verdict (assert_verdicts); --faultline-binary and $FAULTLINE_BIN must override the bundled binary.
 # Prints each command it runs and the time of each phase. Needs root (debootstrap, chroot, mount). dist-check.sh
 # runs it last; it runs alone too.
-# Usage: scripts/dist-check-wheel.sh   (MIRROR=URL overrides the Debian mirror; PYTHON=python3.X the one with auditwheel)
+# Usage: scripts/dist-check-wheel.sh   (MIRROR=URL overrides the Debian mirror; PYTHON=python3.X is the Python with
+# auditwheel)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo="$PWD"
@@ -46,7 +47,8 @@ arch="$(dpkg --print-architecture)"
 shopt -s nullglob
 wheels=(dist/faultline-*-py3-none-manylinux_*_"$(uname -m)".whl)
 shopt -u nullglob
-[ "${#wheels[@]}" -eq 1 ] || fail "expected one faultline-*-py3-none-manylinux_*_$(uname -m).whl in dist/, found ${#wheels[@]} (run make dist)"
+[ "${#wheels[@]}" -eq 1 ] \
+    || fail "expected one faultline-*-py3-none-manylinux_*_$(uname -m).whl in dist/, found ${#wheels[@]} (make dist)"
 wheel="${wheels[0]}"
 name="$(basename "$wheel")"
 tag="${name%.whl}"
@@ -100,7 +102,11 @@ cleanup() {
     fi
     phase
     timings
-    if [ "$rc" -eq 0 ]; then echo "dist-check-wheel: PASS"; else echo "dist-check-wheel: FAIL (exit $rc; logs in $logs)" >&2; fi
+    if [ "$rc" -eq 0 ]; then
+        echo "dist-check-wheel: PASS"
+    else
+        echo "dist-check-wheel: FAIL (exit $rc; logs in $logs)" >&2
+    fi
     exit "$rc"
 }
 trap cleanup EXIT
@@ -109,17 +115,20 @@ trap 'exit 143' TERM
 
 phase "the wheel: checksum, auditwheel show, its files"
 (cd dist && run sha256sum -c "$name.sha256")
-run "$python" -m auditwheel show "$wheel" | tee "$logs/wheel-auditwheel-show.txt"
-# auditwheel wraps its sentences; read them as one line.
-show="$(tr -s ' \n' '  ' < "$logs/wheel-auditwheel-show.txt")"
-case "$show" in
-    *"is consistent with the following platform tag: \"$tag\""*) echo "  consistent with $tag, the tag in its name" ;;
-    *) fail "auditwheel show does not say $name is consistent with $tag" ;;
-esac
-case "$show" in
-    *"external shared libraries"*) fail "$name needs external shared libraries outside $tag's policy" ;;
-esac
-echo "  no external shared libraries beyond the policy's"
+run "$python" -m auditwheel show "$wheel"
+# The JSON says it without line wrapping: the overall tag (the most compatible policy whose symbol versions and
+# library list the wheel meets) and the external libraries (those the policy does not allow), which must be none.
+echo "+ $python -m auditwheel show --json $wheel"
+mapfile -t shown < <("$python" -m auditwheel show --json "$wheel" 2>/dev/null | "$python" -c '
+import json, sys
+show = json.load(sys.stdin)
+print(show["overall_tag"])
+print(" ".join(sorted(show["external_libs"])))' \
+    || echo "auditwheel show --json failed (--json needs a recent auditwheel: scripts/ensure-deps.sh dist)" >&2)
+[ "${shown[0]:-}" = "$tag" ] || fail "auditwheel show's overall tag is '${shown[0]:-}', the wheel's name says $tag"
+echo "  overall tag $tag, the tag in its name"
+[ -z "${shown[1]:-}" ] || fail "$name needs external libraries outside $tag's policy: ${shown[1]}"
+echo "  external libraries: none beyond $tag's policy"
 echo "+ the wheel's faultline/bin/faultline, faultline.libs/, WHEEL"
 "$python" - "$wheel" <<'EOF' || fail "the wheel's contents"
 import sys, zipfile
@@ -233,7 +242,8 @@ print(" ".join(policy["lib_whitelist"]))
 EOF
 )" || fail "no auditwheel policy for $tag"
 outside="$(awk -v keep="$policy_libs" 'BEGIN { n = split(keep, k, " "); for (i = 1; i <= n; i++) ok[k[i]] = 1 }
-    $2 == "=>" && $3 ~ /^\// && $3 !~ /\/faultline\.libs\// && !($1 in ok) { print "  " $1 " => " $3 }' "$logs/wheel-ldd.txt")"
+    $2 == "=>" && $3 ~ /^\// && $3 !~ /\/faultline\.libs\// && !($1 in ok) { print "  " $1 " => " $3 }' \
+    "$logs/wheel-ldd.txt")"
 [ -z "$outside" ] || fail "the bundled binary loads the root's libraries outside $tag's policy:
 $outside"
 echo "  every library is from faultline.libs/ or in $tag's policy"
@@ -245,7 +255,8 @@ mkdir -p "$project/scenarios"
 cp scenarios/flaky-catalogue.json "$project/scenarios/"
 awk '/^```python$/ { inside = 1; next } inside && /^```/ { exit } inside' packaging/python/README.md \
     > "$project/test_readme_sample.py"
-grep -q '^def test_.*(faultline):' "$project/test_readme_sample.py" || fail "no test in packaging/python/README.md's sample"
+grep -q '^def test_.*(faultline):' "$project/test_readme_sample.py" \
+    || fail "no test in packaging/python/README.md's sample"
 cat > "$project/my_client.py" <<'EOF'
 """The client under test: GET a product, retrying 503s; `patient` waits as Retry-After asks."""
 import json
@@ -274,7 +285,8 @@ pytest_in_venv() {
     local log="$logs/$1" want="$2" rc=0
     shift 2
     echo "+ [root, venv] cd /tmp/project && ${extra_env[*]}${extra_env[*]:+ }python -m pytest $*"
-    env -i "${venv_env[@]}" "${extra_env[@]}" chroot "$root" /bin/sh -c 'cd /tmp/project && exec python -m pytest "$@"' pytest "$@" \
+    env -i "${venv_env[@]}" "${extra_env[@]}" chroot "$root" \
+        /bin/sh -c 'cd /tmp/project && exec python -m pytest "$@"' pytest "$@" \
         > "$log" 2>&1 || rc=$?
     sed 's/^/  | /' "$log"
     [ "$rc" -eq "$want" ] || fail "pytest exited $rc, not $want"

