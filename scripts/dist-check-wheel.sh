@@ -136,7 +136,7 @@ with zipfile.ZipFile(sys.argv[1]) as archive:
     names = archive.namelist()
     binary = archive.getinfo("faultline/bin/faultline")
     mode = binary.external_attr >> 16
-    libs = sorted(n.split("/", 1)[1] for n in names if n.startswith("faultline.libs/"))
+    libs = sorted(n.split("/", 1)[1] for n in names if n.startswith("faultline.libs/") and not n.endswith("/"))
     wheel_file = archive.read(next(n for n in names if n.endswith(".dist-info/WHEEL"))).decode()
 print(f"  faultline/bin/faultline: {binary.file_size} bytes, mode {mode & 0o7777:o}")
 print(f"  faultline.libs/: {len(libs)}: {' '.join(libs)}")

@@ -170,7 +170,8 @@ rm -f dist/faultline-*.whl dist/faultline-*.whl.sha256
 cp "$wheel" "dist/$name"
 (cd dist && sha256sum "$name" > "$name.sha256")
 vendored="$("$python" -c 'import sys, zipfile
-print(sum(n.startswith("faultline.libs/") for n in zipfile.ZipFile(sys.argv[1]).namelist()))' "dist/$name")"
+names = zipfile.ZipFile(sys.argv[1]).namelist()
+print(sum(n.startswith("faultline.libs/") and not n.endswith("/") for n in names))' "dist/$name")"
 took="$(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')"
 echo "dist-wheel: $name ($(du -k "dist/$name" | cut -f1) KiB, $vendored vendored libraries) in $took s"
 ls -l "dist/$name" "dist/$name.sha256"
