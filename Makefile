@@ -25,12 +25,14 @@ install: release
 	install -m 755 .build/release/faultline $(PREFIX)/bin/faultline
 
 # What installs without a Swift toolchain, in dist/ (scripts/dist.sh): the release binary with the Swift runtime,
-# FoundationEssentials and Dispatch linked in (no ICU, no libcurl) (--static-swift-stdlib) and no $ORIGIN RUNPATH (--disable-local-rpath), stripped,
-# as faultline-VERSION-linux-ARCH.tar.gz and faultline_VERSION_ARCH.deb, each with its .sha256. The flags live here,
-# not in Package.swift. It relinks .build/release/faultline (seconds). Then scripts/dist-image.sh builds the container
-# image from the tarball, with no registry: distroless (the binary, the libraries ldd names, CA certificates, the
-# scenarios), user 65532, `serve /scenarios` on 0.0.0.0:8080 and HTTPS on 8443 with --tls-dir /tls, as
-# faultline-VERSION-oci.tar (OCI layout) and faultline-VERSION-docker.tar (docker/podman load). Not part of `make test`.
+# FoundationEssentials and Dispatch linked in (no ICU, no libcurl; --static-swift-stdlib) and no $ORIGIN RUNPATH
+# (--disable-local-rpath), stripped, as faultline-VERSION-linux-ARCH.tar.gz, faultline_VERSION_ARCH.deb and the Python
+# package's wheel faultline-VERSION-py3-none-manylinux_*.whl (scripts/dist-wheel.sh), each with its .sha256. The flags
+# live here, not in Package.swift. It relinks .build/release/faultline (seconds). Then scripts/dist-image.sh builds the
+# container image from the tarball, with no registry: distroless (the binary, the libraries ldd names, CA
+# certificates, the scenarios), user 65532, `serve /scenarios` on 0.0.0.0:8080 and HTTPS on 8443 with --tls-dir
+# /tls, as faultline-VERSION-oci.tar (OCI layout) and faultline-VERSION-docker.tar (docker/podman load). Not part of
+# `make test`.
 DIST_BUILD = $(SWIFT) build -c release --static-swift-stdlib --disable-local-rpath --product faultline
 dist:
 	@scripts/ensure-deps.sh dist
@@ -39,7 +41,8 @@ dist:
 
 # Proves dist/'s artefacts where no Swift exists (scripts/dist-check.sh; root): a debootstrap'd Debian bookworm
 # (cached under .build/dist-check/) installs the .deb with apt and unpacks the tarball, then each binary serves
-# HTTP/1.1, h2c, HTTPS and h2 to curl outside and runs verify and export inside. scripts/dist-check-image.sh then
+# HTTP/1.1, h2c, HTTPS and h2 to curl outside and runs verify and export inside; then the wheel, in a fresh venv
+# there, runs a pytest suite with its bundled binary (scripts/dist-check-wheel.sh). scripts/dist-check-image.sh then
 # unpacks the OCI archive (umoci) and runs the image's entrypoint and cmd in its rootfs as its user with the same
 # requests, and in podman too where podman is installed. Not part of `make test`.
 dist-check: dist

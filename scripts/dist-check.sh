@@ -247,6 +247,7 @@ check_binary() {  # check_binary LABEL BINARY SCENARIOS
 
 check_binary deb /usr/bin/faultline /usr/share/faultline/scenarios
 check_binary tarball "/opt/$top/bin/faultline" "/opt/$top/share/faultline/scenarios"
+phase "the wheel: scripts/dist-check-wheel.sh (timings of its own)"; run scripts/dist-check-wheel.sh
 phase "the container image: scripts/dist-check-image.sh"; run scripts/dist-check-image.sh
 
 phase "clean up the root"

@@ -114,4 +114,5 @@ dpkg-deb --root-owner-group -Zxz --build "$root" "$deb" >/dev/null
 
 echo "dist: version $version, Depends: $depends"
 ls -l "$tarball" "$tarball.sha256" "$deb" "$deb.sha256"
+scripts/dist-wheel.sh "$binary"  # the Python package's wheel: dist/faultline-VERSION-py3-none-manylinux_*.whl
 scripts/dist-image.sh  # the container image from that tarball: dist/faultline-VERSION-{oci,docker}.tar

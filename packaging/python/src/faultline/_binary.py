@@ -6,7 +6,8 @@ import shutil
 from pathlib import Path
 from typing import Optional
 
-#: Where a wheel that bundles the server places it. Absent in a source checkout and in the pure-Python wheel.
+#: Where the platform wheel (scripts/dist-wheel.sh) places the server it bundles; the shared libraries it needs are
+#: in ``faultline.libs/`` beside the package, found by its RUNPATH. Absent in a source checkout and the pure wheel.
 BUNDLED = Path(__file__).resolve().parent / "bin" / "faultline"
 
 # The pytest plugin sets this from `--faultline-binary` while a session runs, so that binary_path() called from a
@@ -20,6 +21,25 @@ class BinaryNotFound(FileNotFoundError):
 
 def _executable(path) -> bool:
     return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def _bundled() -> Optional[str]:
+    """The bundled binary, made executable if an installer dropped the mode the wheel stores (pip keeps it)."""
+    if not BUNDLED.is_file():
+        return None
+    if not os.access(BUNDLED, os.X_OK):
+        try:
+            mode = BUNDLED.stat().st_mode
+            BUNDLED.chmod(mode | ((mode & 0o444) >> 2))  # x wherever r
+        except OSError:
+            return None
+    return str(BUNDLED) if os.access(BUNDLED, os.X_OK) else None
+
+
+def _bundled_state() -> str:
+    if not BUNDLED.exists():
+        return "absent"
+    return "present" if os.access(BUNDLED, os.X_OK) else "present but not executable"
 
 
 def binary_path(option: Optional[str] = None) -> str:
@@ -43,7 +63,7 @@ def binary_path(option: Optional[str] = None) -> str:
             f"{problem}; looked in, in order:\n"
             f"  1. --faultline-binary: {option if option else 'not given'}\n"
             f"  2. $FAULTLINE_BIN: {env if env else 'not set'}\n"
-            f"  3. the binary bundled in the package: {BUNDLED} ({'present' if BUNDLED.exists() else 'absent'})\n"
+            f"  3. the binary bundled in the package: {BUNDLED} ({_bundled_state()})\n"
             f"  4. faultline on PATH: {on_path if on_path else 'not found'}\n"
             "Install a faultline binary (`make install` in the Faultline repository) or point FAULTLINE_BIN at one."
         )
@@ -56,8 +76,9 @@ def binary_path(option: Optional[str] = None) -> str:
         if _executable(env):
             return os.path.abspath(env)
         raise BinaryNotFound(places(f"$FAULTLINE_BIN={env} is not an executable file"))
-    if _executable(BUNDLED):
-        return str(BUNDLED)
+    bundled = _bundled()
+    if bundled:
+        return bundled
     if on_path:
         return on_path
     raise BinaryNotFound(places("no faultline executable found"))
