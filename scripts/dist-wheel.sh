@@ -58,6 +58,18 @@ tar -C packaging/python --exclude=build --exclude=dist --exclude='*.egg-info' --
 install -d "$work/pkg/src/faultline/bin"
 run strip -o "$work/pkg/src/faultline/bin/faultline" "$binary"
 chmod 755 "$work/pkg/src/faultline/bin/faultline"
+# The licences travel with what the wheel carries: Faultline's, and the Debian copyright file of each package a
+# library the binary loads comes from (auditwheel vendors the ones no manylinux policy allows; all are listed).
+install -d "$work/pkg/src/faultline/licenses"
+install -m 644 LICENSE NOTICE "$work/pkg/src/faultline/licenses/"
+while read -r library; do
+    package="$(dpkg -S "$(readlink -f "$library")" 2>/dev/null | head -n 1 | cut -d: -f1)" || true
+    [ -n "$package" ] || package="$(dpkg -S "$library" 2>/dev/null | head -n 1 | cut -d: -f1)" || true
+    [ -n "$package" ] && [ -f "/usr/share/doc/$package/copyright" ] \
+        || fail "no Debian copyright file for $library (dpkg -S found '${package:-nothing}')"
+    install -m 644 "/usr/share/doc/$package/copyright" "$work/pkg/src/faultline/licenses/$package.copyright"
+done < <(ldd "$binary" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }')
+echo "  licences: $(cd "$work/pkg/src/faultline/licenses" && echo *)"
 
 # --no-build-isolation --no-index: the build uses this Python's setuptools and wheel and fetches nothing.
 run "$python" -m pip wheel --no-deps --no-build-isolation --no-index --disable-pip-version-check -q \
