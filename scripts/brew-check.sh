@@ -20,28 +20,9 @@ cd "$(dirname "$0")/.."
 repo="$PWD"
 formula="packaging/homebrew/faultline.rb"
 
-phase_names=()
-phase_times=()
-phase_name=""
-phase_start=0
-phase() {
-    local now
-    now="$(date +%s.%N)"
-    if [ -n "$phase_name" ]; then
-        phase_names+=("$phase_name")
-        phase_times+=("$(awk -v a="$phase_start" -v b="$now" 'BEGIN { printf "%.1f", b - a }')")
-    fi
-    phase_name="${1:-}"
-    phase_start="$now"
-    [ -z "$phase_name" ] || echo "== $phase_name"
-}
-timings() {
-    local i
-    echo "== timings"
-    for i in "${!phase_names[@]}"; do printf '  %-64s %6s s\n' "${phase_names[$i]}" "${phase_times[$i]}"; done
-}
-run() { echo "+ $*"; "$@"; }
-fail() { echo "brew-check: FAIL: $*" >&2; exit 1; }
+# phase, timings, run, fail and apt_mirror, shared by the packaging scripts.
+# shellcheck source=scripts/lib/steps.sh
+source scripts/lib/steps.sh
 
 [ "$(uname)" = Linux ] || fail "Linux only (unshare); on a Mac, brew itself checks the formula (docs/PORTABILITY.md)"
 for tool in ruby git swift curl ip unshare readelf sha256sum; do

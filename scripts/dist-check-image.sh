@@ -25,29 +25,9 @@ cd "$(dirname "$0")/.."
 repo="$PWD"
 [ "$(id -u)" -eq 0 ] || { echo "dist-check-image: needs root (chroot, mount, ip netns)" >&2; exit 1; }
 
-phase_names=()
-phase_times=()
-phase_name=""
-phase_start=0
-phase() {
-    local now
-    now="$(date +%s.%N)"
-    if [ -n "$phase_name" ]; then
-        phase_names+=("$phase_name")
-        phase_times+=("$(awk -v a="$phase_start" -v b="$now" 'BEGIN { printf "%.1f", b - a }')")
-    fi
-    phase_name="${1:-}"
-    phase_start="$now"
-    [ -z "$phase_name" ] || echo "== $phase_name"
-}
-timings() {
-    local i
-    echo "== timings"
-    for i in "${!phase_names[@]}"; do printf '  %-64s %6s s\n' "${phase_names[$i]}" "${phase_times[$i]}"; done
-}
-run() { echo "+ $*"; "$@"; }
-run_to() { local out="$1"; shift; echo "+ $* > $(basename "$out")"; "$@" > "$out"; }  # run_to FILE COMMAND...
-fail() { echo "dist-check-image: FAIL: $*" >&2; exit 1; }
+# phase, timings, run, fail and apt_mirror, shared by the packaging scripts.
+# shellcheck source=scripts/lib/steps.sh
+source scripts/lib/steps.sh
 
 for tool in umoci skopeo jq curl chroot ip readelf; do
     command -v "$tool" >/dev/null || fail "needs $tool (scripts/ensure-deps.sh dist)"

@@ -20,28 +20,9 @@ repo="$PWD"
 [ "$(id -u)" -eq 0 ] || { echo "dist-check-wheel: needs root (debootstrap, chroot, mount)" >&2; exit 1; }
 python="${PYTHON:-python3}"
 
-phase_names=()
-phase_times=()
-phase_name=""
-phase_start=0
-phase() {
-    local now
-    now="$(date +%s.%N)"
-    if [ -n "$phase_name" ]; then
-        phase_names+=("$phase_name")
-        phase_times+=("$(awk -v a="$phase_start" -v b="$now" 'BEGIN { printf "%.1f", b - a }')")
-    fi
-    phase_name="${1:-}"
-    phase_start="$now"
-    [ -z "$phase_name" ] || echo "== $phase_name"
-}
-timings() {
-    local i
-    echo "== timings (wheel)"
-    for i in "${!phase_names[@]}"; do printf '  %-64s %6s s\n' "${phase_names[$i]}" "${phase_times[$i]}"; done
-}
-run() { echo "+ $*"; "$@"; }
-fail() { echo "dist-check-wheel: FAIL: $*" >&2; exit 1; }
+# phase, timings, run, fail and apt_mirror, shared by the packaging scripts.
+# shellcheck source=scripts/lib/steps.sh
+source scripts/lib/steps.sh
 
 arch="$(dpkg --print-architecture)"
 shopt -s nullglob
@@ -56,24 +37,6 @@ tag="${tag##*-}"
 
 # The Debian mirror apt uses here (as dist-check.sh finds it): the URIs of the deb822 stanza, or the one-line
 # entry, that serves bookworm.
-apt_mirror() {
-    local f
-    for f in /etc/apt/sources.list.d/*.sources; do
-        [ -f "$f" ] || continue
-        awk 'BEGIN { RS = "" }
-            /(^|\n)Types:[^\n]*deb([ \t]|\n|$)/ && /(^|\n)Suites:[^\n]*[ \t]bookworm([ \t]|\n|$)/ {
-                if (match($0, /(^|\n)URIs:[ \t]*[^ \t\n]+/)) {
-                    s = substr($0, RSTART, RLENGTH); sub(/.*URIs:[ \t]*/, "", s); print s; exit
-                }
-            }' "$f"
-    done
-    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-        [ -f "$f" ] || continue
-        awk '$1 == "deb" && / bookworm( |$)/ {
-                for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) { print $i; exit }
-            }' "$f"
-    done
-}
 mirror="${MIRROR:-$(apt_mirror | head -n 1)}"
 [ -n "$mirror" ] || fail "found no bookworm mirror in /etc/apt/sources.list{,.d}; set MIRROR"
 
@@ -101,7 +64,7 @@ cleanup() {
         rm -rf --one-file-system "$root"
     fi
     phase
-    timings
+    timings wheel
     if [ "$rc" -eq 0 ]; then
         echo "dist-check-wheel: PASS"
     else
@@ -146,37 +109,9 @@ assert libs, "no faultline.libs/"
 assert "Root-Is-Purelib: false" in wheel_file, "the wheel is pure"
 EOF
 
-if [ -f "$cache" ]; then
-    phase "Debian root: unpack the cached tarball"
-    run tar -C "$root" --numeric-owner -xzpf "$cache"
-else
-    phase "Debian root: debootstrap (first run)"
-    echo "  --variant=minbase bookworm from $mirror"
-    run debootstrap --variant=minbase bookworm "$root" "$mirror" > "$logs/wheel-debootstrap.log" 2>&1 \
-        || { tail -n 30 "$logs/wheel-debootstrap.log" >&2; fail "debootstrap"; }
-    echo "+ tar -C $root -czf $cache ."
-    tar -C "$root" --numeric-owner -czf "$cache.tmp" . && mv "$cache.tmp" "$cache"
-fi
-[ ! -e "$root/opt/swift" ] || fail "the root has /opt/swift"
-if chroot "$root" /bin/sh -c 'command -v swift swiftc faultline' >/dev/null 2>&1; then
-    fail "the root has a swift or a faultline"
-fi
-echo "  no /opt/swift, and no swift or faultline on the root's PATH"
-
-mount_into() {  # mount_into TARGET MOUNT-ARGUMENTS...
-    local target="$root$1"
-    shift
-    mkdir -p "$target"
-    run mount "$@" "$target"
-    mounts+=("$target")
-}
-mount_into /proc -t proc proc
-mount_into /sys -t sysfs sysfs
-mount_into /dev --bind /dev
-# apt's and pip's downloads persist between runs here (apt's shared with dist-check.sh).
-mount_into /var/cache/apt/archives --bind "$state/apt-archives"
+debian_root
+# pip's downloads persist between runs too.
 mount_into /root/.cache/pip --bind "$state/pip-cache"
-cp /etc/resolv.conf "$root/etc/resolv.conf"
 
 # A clean environment in the root: none of this machine's PATH (its /opt/swift/usr/bin) or pip settings get in.
 root_path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin

@@ -13,28 +13,9 @@ cd "$(dirname "$0")/.."
 repo="$PWD"
 [ "$(id -u)" -eq 0 ] || { echo "dist-check: needs root (debootstrap, chroot, mount)" >&2; exit 1; }
 
-phase_names=()
-phase_times=()
-phase_name=""
-phase_start=0
-phase() {
-    local now
-    now="$(date +%s.%N)"
-    if [ -n "$phase_name" ]; then
-        phase_names+=("$phase_name")
-        phase_times+=("$(awk -v a="$phase_start" -v b="$now" 'BEGIN { printf "%.1f", b - a }')")
-    fi
-    phase_name="${1:-}"
-    phase_start="$now"
-    [ -z "$phase_name" ] || echo "== $phase_name"
-}
-timings() {
-    local i
-    echo "== timings"
-    for i in "${!phase_names[@]}"; do printf '  %-64s %6s s\n' "${phase_names[$i]}" "${phase_times[$i]}"; done
-}
-run() { echo "+ $*"; "$@"; }
-fail() { echo "dist-check: FAIL: $*" >&2; exit 1; }
+# phase, timings, run, fail and apt_mirror, shared by the packaging scripts.
+# shellcheck source=scripts/lib/steps.sh
+source scripts/lib/steps.sh
 
 arch="$(dpkg --print-architecture)"
 shopt -s nullglob
@@ -47,25 +28,6 @@ deb="${debs[0]}"
 tarball="${tarballs[0]}"
 top="$(basename "$tarball" "-linux-$(uname -m).tar.gz")"
 
-# The Debian mirror apt uses here: the URIs of the deb822 stanza, or the one-line entry, that serves bookworm.
-apt_mirror() {
-    local f
-    for f in /etc/apt/sources.list.d/*.sources; do
-        [ -f "$f" ] || continue
-        awk 'BEGIN { RS = "" }
-            /(^|\n)Types:[^\n]*deb([ \t]|\n|$)/ && /(^|\n)Suites:[^\n]*[ \t]bookworm([ \t]|\n|$)/ {
-                if (match($0, /(^|\n)URIs:[ \t]*[^ \t\n]+/)) {
-                    s = substr($0, RSTART, RLENGTH); sub(/.*URIs:[ \t]*/, "", s); print s; exit
-                }
-            }' "$f"
-    done
-    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-        [ -f "$f" ] || continue
-        awk '$1 == "deb" && / bookworm( |$)/ {
-                for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) { print $i; exit }
-            }' "$f"
-    done
-}
 mirror="${MIRROR:-$(apt_mirror | head -n 1)}"
 [ -n "$mirror" ] || fail "found no bookworm mirror in /etc/apt/sources.list{,.d}; set MIRROR"
 
@@ -118,34 +80,7 @@ fi
 rm -f "$state/faultline.deb-binary"
 echo "  none"
 
-if [ -f "$cache" ]; then
-    phase "Debian root: unpack the cached tarball"
-    run tar -C "$root" --numeric-owner -xzpf "$cache"
-else
-    phase "Debian root: debootstrap (first run)"
-    echo "  --variant=minbase bookworm from $mirror"
-    run debootstrap --variant=minbase bookworm "$root" "$mirror" > "$logs/debootstrap.log" 2>&1 \
-        || { tail -n 30 "$logs/debootstrap.log" >&2; fail "debootstrap"; }
-    echo "+ tar -C $root -czf $cache ."
-    tar -C "$root" --numeric-owner -czf "$cache.tmp" . && mv "$cache.tmp" "$cache"
-fi
-[ ! -e "$root/opt/swift" ] || fail "the root has /opt/swift"
-if chroot "$root" /bin/sh -c 'command -v swift swiftc' >/dev/null 2>&1; then fail "the root has a swift"; fi
-echo "  no /opt/swift and no swift on the root's PATH"
-
-mount_into() {  # mount_into TARGET MOUNT-ARGUMENTS...
-    local target="$root$1"
-    shift
-    mkdir -p "$target"
-    run mount "$@" "$target"
-    mounts+=("$target")
-}
-mount_into /proc -t proc proc
-mount_into /sys -t sysfs sysfs
-mount_into /dev --bind /dev
-# apt's downloads persist between runs here, so a second run fetches only the package lists.
-mount_into /var/cache/apt/archives --bind "$state/apt-archives"
-cp /etc/resolv.conf "$root/etc/resolv.conf"
+debian_root
 
 # A clean environment in the root: none of this machine's PATH (its /opt/swift/usr/bin) gets in.
 root_env=(PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8
