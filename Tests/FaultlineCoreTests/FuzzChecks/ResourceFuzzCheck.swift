@@ -41,7 +41,7 @@ enum ResourceFuzzCheck {
     /// The request the input describes; nil when its first line names no method and path.
     static func request(_ input: [UInt8]) -> HTTPRequest? {
         let text = String(decoding: input, as: UTF8.self)
-        let (headPart, body) = text.range(of: "\n\n").map { (String(text[..<$0.lowerBound]), String(text[$0.upperBound...])) }
+        let (headPart, body) = text.firstRange(of: "\n\n").map { (String(text[..<$0.lowerBound]), String(text[$0.upperBound...])) }
             ?? (text, "")
         var lines = headPart.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         guard !lines.isEmpty else { return nil }
