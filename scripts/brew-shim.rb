@@ -278,6 +278,30 @@ class Formula
   def doc = share/"doc"/name
   def man = share/"man"
   def man1 = man/"man1"
+  def etc = prefix/"etc"
+  def bash_completion = prefix/"etc/bash_completion.d"
+  def zsh_completion = share/"zsh/site-functions"
+  def fish_completion = share/"fish/vendor_completions.d"
+
+  # Homebrew's Formula#generate_completions_from_executable with its default shell_parameter_format: the command
+  # with the shell's name appended (`faultline completions bash`), run with SHELL set, written where each shell of
+  # a Homebrew prefix looks. Another format is not reached by this formula, so it is refused, not guessed.
+  def generate_completions_from_executable(*commands, base_name: name, shells: [:bash, :zsh, :fish],
+                                           shell_parameter_format: nil)
+    raise ArgumentError, "the shim knows only the default shell_parameter_format" unless shell_parameter_format.nil?
+
+    targets = { bash: bash_completion/base_name, zsh: zsh_completion/"_#{base_name}",
+                fish: fish_completion/"#{base_name}.fish" }
+    shells.each do |shell|
+      line = [*commands.map(&:to_s), shell.to_s]
+      ohai line.join(" ")
+      output = IO.popen({ "SHELL" => shell.to_s }, line, &:read)
+      raise BuildError, "Failed executing: #{line.join(" ")} (#{$CHILD_STATUS})" unless $CHILD_STATUS.success?
+
+      targets.fetch(shell).dirname.mkpath
+      targets.fetch(shell).write(output)
+    end
+  end
 
   # Homebrew's Formula#system: prints the command, runs it without a shell when it has arguments, and raises when
   # it fails. Its output goes straight to the terminal here (as with `brew install --verbose`), with the time taken.

@@ -95,11 +95,15 @@ run_in_root apt-get install -y --no-install-recommends "./tmp/$(basename "$deb")
     || { cat "$logs/apt-install.log" >&2; fail "apt-get install"; }
 sed -n '/NEW packages will be installed/,/upgraded/p' "$logs/apt-install.log"
 run_in_root dpkg-query -W -f '${Package} ${Version} ${Status}\n' faultline
+run_in_root ls -l /usr/share/doc/faultline/copyright /usr/share/doc/faultline/LICENSE \
+    /usr/share/bash-completion/completions/faultline /usr/share/zsh/site-functions/_faultline \
+    /usr/share/fish/vendor_completions.d/faultline.fish
 
 phase "unpack the tarball into the root's /opt"
 run tar -C "$root/opt" -xzf "$tarball"
 run_in_root ls -l "/opt/$top/bin/faultline" "/opt/$top/share/faultline/scenarios/faultline.schema.json" \
-    "/opt/$top/share/doc/faultline/README.md" "/opt/$top/share/doc/faultline/faultline.txt"
+    "/opt/$top/share/doc/faultline/README.md" "/opt/$top/share/doc/faultline/faultline.txt" \
+    "/opt/$top/share/doc/faultline/LICENSE" "/opt/$top/share/bash-completion/completions/faultline"
 
 # expect DESCRIPTION WANT CURL-ARGUMENTS...: curl (outside the root) must print WANT for
 # '%{http_version} %{http_code}'; the body goes to $body.

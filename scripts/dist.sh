@@ -3,7 +3,9 @@
 # FoundationEssentials and Dispatch linked in; no ICU, no libcurl: ARCHITECTURE §1) into what installs where no Swift toolchain is, in dist/:
 #   faultline-VERSION-linux-ARCH.tar.gz   faultline-VERSION/{bin/faultline, share/faultline/scenarios/,
 #                                          share/doc/faultline/{README.md,faultline.txt,LICENSE,NOTICE,
-#                                          CHANGELOG.md}}
+#                                          CHANGELOG.md}, share/bash-completion/completions/faultline,
+#                                          share/zsh/site-functions/_faultline,
+#                                          share/fish/vendor_completions.d/faultline.fish}
 #   faultline_VERSION_DEBARCH.deb          /usr/bin/faultline, /usr/share/faultline/scenarios/,
 #                                          /usr/share/doc/faultline/; Depends: from dpkg-shlibdeps
 #   and a .sha256 beside each (`sha256sum -c` in dist/ checks it).
@@ -62,6 +64,11 @@ Licensed under the Apache License, Version 2.0: LICENSE and NOTICE beside this f
 EOF
 "$top/bin/faultline" --help > "$top/share/doc/faultline/faultline.txt"
 cp LICENSE NOTICE CHANGELOG.md "$top/share/doc/faultline/"
+# The shells' completion scripts, where each looks under a prefix (bash-completion's, zsh's and fish's own folders).
+install -d "$top/share/bash-completion/completions" "$top/share/zsh/site-functions" "$top/share/fish/vendor_completions.d"
+"$top/bin/faultline" completions bash > "$top/share/bash-completion/completions/faultline"
+"$top/bin/faultline" completions zsh > "$top/share/zsh/site-functions/_faultline"
+"$top/bin/faultline" completions fish > "$top/share/fish/vendor_completions.d/faultline.fish"
 chmod 644 "$top/share/doc/faultline/"*
 
 tarball="dist/$name-linux-$arch.tar.gz"
@@ -74,6 +81,7 @@ install -d "$root/DEBIAN" "$root/usr/bin" "$root/usr/share/faultline" "$root/usr
 cp "$top/bin/faultline" "$root/usr/bin/faultline"
 cp -R "$top/share/faultline/scenarios" "$root/usr/share/faultline/scenarios"
 cp "$top/share/doc/faultline/"* "$root/usr/share/doc/faultline/"
+cp -R "$top/share/bash-completion" "$top/share/zsh" "$top/share/fish" "$root/usr/share/"
 # Debian's place for the licence (Policy §12.5): the copyright file, machine-readable, naming LICENSE's terms.
 cat > "$root/usr/share/doc/faultline/copyright" <<EOF
 Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/

@@ -2,7 +2,7 @@
 # Installs what building and testing Faultline needs on Debian (apt) or macOS (Homebrew), only when it is missing:
 #   libevent-dev, libssl-dev and libnghttp2-dev (the server; OpenSSL 3 for TLS, nghttp2 for HTTP/2), nghttp2-client
 #   (nghttp and h2load: HTTP/2 tests and benchmarks), openssl (the CLI, for TLS tests), curl (live tests), golang-go (Tests/Python/test_faults.py builds a Go net/http
-#   client), node-ws (WebSocket tests), Python's requests + pytest + jsonschema (client and schema tests), httpx +
+#   client), node-ws (WebSocket tests), zsh and fish (the completion scripts), Python's requests + pytest + jsonschema (client and schema tests), httpx +
 #   cryptography + h2 (TLS and HTTP/2 tests), websockets, schemathesis (Tests/Python/test_openapi.py fuzzes the admin
 #   API against docs/openapi.json), xmlschema (Tests/Python/test_junit.py validates `verify --junit` files against
 #   junit.xsd) and selenium with chromium + chromium-driver (the HTML report in a headless browser; Linux only).
@@ -33,6 +33,9 @@ if [ "$need" = test ]; then
     command -v h2load >/dev/null || apt_packages+=(nghttp2-client)
     # node's WebSocket client (node 20 has none built in): Debian's node-ws, for Tests/Python/test_websocket.py.
     [ -d /usr/share/nodejs/ws ] || apt_packages+=(node-ws)
+    # The shells whose completion scripts `faultline completions` writes (Tests/Python/test_completions.py).
+    command -v zsh >/dev/null || apt_packages+=(zsh)
+    command -v fish >/dev/null || apt_packages+=(fish)
     # A headless browser for the HTML report (selenium drives it): Debian's chromium and its chromedriver.
     [ -x /usr/bin/chromium ] || apt_packages+=(chromium)
     [ -x /usr/bin/chromedriver ] || apt_packages+=(chromium-driver)

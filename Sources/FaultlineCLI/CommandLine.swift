@@ -14,6 +14,8 @@ package enum CommandLineRequest: Equatable, Sendable {
     case ca(CAOptions)
     /// Proxy to an upstream and write what went by as a scenario (`faultline record`).
     case record(RecordOptions)
+    /// Print the shell's completion script (`faultline completions bash`).
+    case completions(Completions.Shell)
     case help(topic: String?)
     case version
 }
@@ -184,15 +186,18 @@ package struct CommandLineError: Error, Equatable, CustomStringConvertible {
 struct OptionSpec<Options>: Sendable {
     let names: [String]
     let value: String?
+    /// The values it takes, when they are a fixed list the shell completions offer (`a|b` values are one already).
+    let choices: [String]?
     /// The command cannot run without it.
     let required: Bool
     let help: String
     let apply: @Sendable (inout Options, String) throws(CommandLineError) -> Void
 
-    init(_ names: [String], value: String? = nil, required: Bool = false, _ help: String,
+    init(_ names: [String], value: String? = nil, choices: [String]? = nil, required: Bool = false, _ help: String,
          _ apply: @escaping @Sendable (inout Options, String) throws(CommandLineError) -> Void) {
         self.names = names
         self.value = value
+        self.choices = choices ?? value.flatMap { $0.contains("|") ? $0.split(separator: "|").map(String.init) : nil }
         self.required = required
         self.help = help
         self.apply = apply
@@ -381,7 +386,7 @@ package enum FaultlineCommandLine {
                 """) { (parse: inout ServeParse, text: String) throws(CommandLineError) in
                 parse.options.adminPort = try integer("serve", "--admin-port", text, 0...65535)
             },
-            OptionSpec(["--conditions"], value: "NAME", """
+            OptionSpec(["--conditions"], value: "NAME", choices: LinkShape.presets.map(\.name), """
                 shape every connection from the start: 3g, edge, lte, very-bad or offline (a reset keeps them)
                 """) { (parse: inout ServeParse, text: String) throws(CommandLineError) in
                 guard let shape = LinkShape.preset(text) else {
@@ -404,7 +409,7 @@ package enum FaultlineCommandLine {
                 the certificate authority's folder (default ~/.cache/faultline/tls; created 0700, refused when \
                 others can write to it)
                 """) { parse, text in parse.tls.directory = text },
-            OptionSpec(["--tls-certificate"], value: "NAME", """
+            OptionSpec(["--tls-certificate"], value: "NAME", choices: TLSCertificateName.allCases.map(\.rawValue), """
                 the catalogue certificate served by default: valid (default), expired, not-yet-valid, \
                 wrong-host, self-signed, untrusted-root, incomplete-chain, expired-intermediate, cn-only, \
                 no-server-auth-eku, too-long-validity, weak-key, rotated
@@ -611,11 +616,13 @@ package enum FaultlineCommandLine {
             let words = command.split(separator: " ", maxSplits: 2).map(String.init)
             text += wrap("  \(words[0]) \(words[1]) ", words.count > 2 ? words[2] : "", indent: 18)
         }
+        text.append("  faultline completions bash|zsh|fish")
         text.append("  faultline --help | --version")
         text.append("")
         let summaries = [(serve.name, serve.summary), (record.name, record.summary), (validate.name, validate.summary),
                          (verify.name, verify.summary),
-                         (export.name, export.summary), (ca.name, ca.summary)]
+                         (export.name, export.summary), (ca.name, ca.summary),
+                         ("completions", Completions.summary)]
         for (name, summary) in summaries {
             text += wrap("  " + padded(name, 11), summary, indent: 13)
         }
@@ -644,6 +651,14 @@ package enum FaultlineCommandLine {
         switch command {
         case "--help", "-h", "help": return .help(topic: rest.first)
         case "--version", "-V", "version": return .version
+        case "completions":
+            guard rest.count == 1, let shell = Completions.Shell(rawValue: rest[0]) else {
+                if rest.first == "--help" || rest.first == "-h" { return .help(topic: "completions") }
+                throw CommandLineError(message: "completions: give one shell: "
+                    + Completions.Shell.allCases.map(\.rawValue).joined(separator: ", ")
+                    + (rest.isEmpty ? "" : "; got \"\(rest.joined(separator: " "))\""))
+            }
+            return .completions(shell)
         case "serve":
             var parse = ServeParse()
             guard try serve.parse(rest, into: &parse) else { return .help(topic: "serve") }
@@ -699,7 +714,8 @@ package enum FaultlineCommandLine {
             return .ca(try caOptions(parse))
         default:
             throw CommandLineError(
-                message: "unknown command \"\(command)\"; try serve, record, validate, verify, export, ca, --help or --version")
+                message: "unknown command \"\(command)\"; try serve, record, validate, verify, export, ca, completions, "
+                    + "--help or --version")
         }
     }
 

@@ -72,6 +72,8 @@ case .help:
     print(FaultlineCommandLine.usage)
 case .version:
     print("faultline \(Faultline.version)")
+case .completions(let shell):
+    writeStandardOutput(Completions.script(shell))
 case .validate(let paths):
     do {
         let scenarios = try ScenarioLoader.load(paths: paths)

@@ -29,10 +29,12 @@ class Faultline < Formula
     system "swift", "build", *args
     bin.install ".build/release/faultline"
     pkgshare.install "scenarios"
+    generate_completions_from_executable(bin/"faultline", "completions")
   end
 
   test do
     assert_match version.to_s, shell_output("#{bin}/faultline --version")
+    assert_match "complete -o filenames", (bash_completion/"faultline").read
     assert_match(/^ok: \d+ scenario\(s\)/, shell_output("#{bin}/faultline validate #{pkgshare}/scenarios"))
 
     # A route that fails once with 503, then answers.
