@@ -28,6 +28,7 @@ repo="$PWD"
 # phase, timings, run, fail and apt_mirror, shared by the packaging scripts.
 # shellcheck source=scripts/lib/steps.sh
 source scripts/lib/steps.sh
+run_to() { local out="$1"; shift; echo "+ $* > $(basename "$out")"; "$@" > "$out"; }  # run_to FILE COMMAND...
 
 for tool in umoci skopeo jq curl chroot ip readelf; do
     command -v "$tool" >/dev/null || fail "needs $tool (scripts/ensure-deps.sh dist)"
