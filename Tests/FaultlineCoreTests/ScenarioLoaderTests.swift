@@ -584,6 +584,22 @@ struct ScenarioLoaderTests {
         }
     }
 
+    @Test("a *.schema.json named explicitly is skipped as in a folder, and said so", arguments: [false, true])
+    func explicitSchemaFile(throughTheGlob: Bool) throws {
+        try withTemporaryDirectory { directory in
+            try write(#"{"name": "alpha", "routes": []}"#, to: directory + "/a.json")
+            try write(#"{"$schema": "https://json-schema.org/draft/2020-12/schema", "properties": {}}"#,
+                      to: directory + "/faultline.schema.json")
+            let paths = throughTheGlob ? [directory + "/a.json", directory + "/faultline.schema.json"] : [directory]
+            var skipped: [String] = []
+            let scenarios = try ScenarioLoader.load(paths: paths, skippedSchemas: &skipped)
+            #expect(scenarios.map(\.name) == ["alpha"])
+            #expect(skipped == (throughTheGlob ? [directory + "/faultline.schema.json"] : []))
+            #expect(try ScenarioLoader.load(paths: paths).map(\.name) == ["alpha"])
+            #expect(ScenarioLoader.isSchemaFile("x/faultline.schema.json") && !ScenarioLoader.isSchemaFile("schema.json"))
+        }
+    }
+
     @Test("a single file's folder is its directory, and paths load in the order given")
     func fileLoading() throws {
         try withTemporaryDirectory { directory in

@@ -14,8 +14,16 @@ public enum ScenarioLoader {
 
     /// Loads each path: a file is one scenario; a folder contributes every `*.json` file directly inside it
     /// (not recursive, sorted by name, skipping `*.schema.json` and hidden files); only regular files are read.
-    /// Problems are collected across all files and thrown together.
+    /// A file named `*.schema.json` is skipped when named explicitly too (`isSchemaFile`), so `scenarios/` and
+    /// the shell's `scenarios/*.json` load the same. Problems are collected across all files and thrown together.
     public static func load(paths: [String]) throws(ScenarioLoadError) -> [Scenario] {
+        var skipped: [String] = []
+        return try load(paths: paths, skippedSchemas: &skipped)
+    }
+
+    /// `load(paths:)`, also giving the paths named explicitly that were skipped as JSON Schema documents
+    /// (`validate` says so).
+    package static func load(paths: [String], skippedSchemas: inout [String]) throws(ScenarioLoadError) -> [Scenario] {
         var scenarios: [Scenario] = []
         var errors: [ScenarioError] = []
 
@@ -48,6 +56,8 @@ public enum ScenarioLoader {
                         loadFile(joinPath(path, name), directory: path)
                     }
                 }
+            case .success(.other) where isSchemaFile(path):
+                skippedSchemas.append(path)
             case .success(.other):
                 loadFile(path, directory: parentDirectory(of: path))
             }
@@ -122,6 +132,16 @@ extension ScenarioLoader {
         return .success(info.st_mode & S_IFMT == S_IFDIR ? .directory : .other)
     }
 
+    /// Whether the file at `path` is a JSON Schema shipped next to the scenarios rather than a scenario, decided
+    /// by its name alone: `*.schema.json`, the rule a folder's listing uses (`scenarioFiles`). By name rather than
+    /// by content so that the rule is one and predictable — `scenarios/` and `scenarios/*.json` always load the
+    /// same files — and so that a broken scenario can never be mistaken for a schema and silently skipped; a
+    /// scenario file's name must not end in `.schema.json`.
+    package static func isSchemaFile(_ path: String) -> Bool {
+        let name = path.split(separator: "/", omittingEmptySubsequences: true).last.map(String.init) ?? path
+        return name.hasSuffix(".schema.json")
+    }
+
     /// Names of the regular `*.json` files directly in `directory`, sorted, without `*.schema.json` (the JSON
     /// Schema that ships next to scenarios) and without hidden files (editor lock files and the like), just as a
     /// shell's `*.json` would leave them out.
@@ -135,7 +155,7 @@ extension ScenarioLoader {
                     String(cString: $0)
                 }
             }
-            guard name.hasSuffix(".json"), !name.hasSuffix(".schema.json"), !name.hasPrefix(".") else { continue }
+            guard name.hasSuffix(".json"), !isSchemaFile(name), !name.hasPrefix(".") else { continue }
             var info = stat()
             guard stat(joinPath(directory, name), &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
             names.append(name)
