@@ -247,7 +247,8 @@ struct CommandSpec<Options>: Sendable {
                 inline = String(argument[argument.index(after: equals)...])
             }
             guard let spec = self.options.first(where: { $0.names.contains(flag) }) else {
-                throw CommandLineError(message: "\(name): unknown option \(flag)")
+                throw CommandLineError(message: "\(name): unknown option \(flag)"
+                    + FaultlineCommandLine.unknownOptionHint(flag, command: name, own: self.options.map(\.names)))
             }
             given.insert(spec.names[0])
             if spec.value == nil {
@@ -330,8 +331,53 @@ struct CAParse {
     var output: String?
 }
 
+/// `; did you mean "edge"?` when `text` is close to one of a list's values (`ScenarioLoader.suggestion`), else "".
+private func choiceHint(_ text: String, among values: [String]) -> String {
+    ScenarioLoader.suggestion(for: text, among: values).map { "; did you mean \"\($0)\"?" } ?? ""
+}
+
 /// The `faultline` command line (ARCHITECTURE §9): one declarative table of commands and options.
 package enum FaultlineCommandLine {
+    /// `serve --tls-dir` and `ca --tls-dir` name one folder, one way: one text, so the full `--help` lists it once.
+    static let tlsDirectoryHelp = """
+        the certificate authority's folder, for serve --tls-port and ca (default $XDG_CACHE_HOME/faultline/tls, else \
+        ~/.cache/faultline/tls, or ~/Library/Caches/faultline/tls on macOS; created 0700, refused when others can \
+        write to it)
+        """
+
+    /// The commands a topic of `faultline help` or a did-you-mean can name, in `--help`'s order.
+    static let commandNames = ["serve", "record", "validate", "verify", "export", "ca", "completions"]
+
+    /// Each command's option names (each option's, long name first), for saying which command has an option.
+    static var optionNames: [(command: String, names: [[String]])] {
+        [(serve.name, serve.options.map(\.names)), (record.name, record.options.map(\.names)),
+         (validate.name, validate.options.map(\.names)), (verify.name, verify.options.map(\.names)),
+         (export.name, export.options.map(\.names)), (ca.name, ca.options.map(\.names))]
+    }
+
+    /// What follows `COMMAND: unknown option FLAG`: ` (an option of serve)` when other commands have it, else
+    /// `; did you mean --tls-port?` when one of the command's own long options is close to it, else nothing.
+    static func unknownOptionHint(_ flag: String, command: String, own: [[String]]) -> String {
+        let owners = optionNames.filter { $0.command != command && $0.names.contains { $0.contains(flag) } }
+            .map(\.command)
+        if let last = owners.last {
+            let list = owners.count == 1 ? last : owners.dropLast().joined(separator: ", ") + " and " + last
+            return " (an option of \(list))"
+        }
+        guard flag.hasPrefix("--") else { return "" }
+        let candidates = own.compactMap { $0.first { $0.hasPrefix("--") } }.map { String($0.dropFirst(2)) }
+        guard let match = ScenarioLoader.suggestion(for: String(flag.dropFirst(2)), among: candidates) else { return "" }
+        return "; did you mean --\(match)?"
+    }
+
+    /// `unknown command "serv"; did you mean "serve"?`, or the list of commands when none is close.
+    static func unknownCommand(_ word: String) -> CommandLineError {
+        if let match = ScenarioLoader.suggestion(for: word, among: commandNames + ["help", "version"]) {
+            return CommandLineError(message: "unknown command \"\(word)\"; did you mean \"\(match)\"?")
+        }
+        return CommandLineError(
+            message: "unknown command \"\(word)\"; try " + commandNames.joined(separator: ", ") + ", --help or --version")
+    }
     static let serve = CommandSpec<ServeParse>(
         name: "serve",
         summary: """
@@ -371,7 +417,8 @@ package enum FaultlineCommandLine {
                 is set) or json (the journal entry)
                 """) { (parse: inout ServeParse, text: String) throws(CommandLineError) in
                 guard let format = RequestLogFormat(rawValue: text) else {
-                    throw CommandLineError(message: "serve: --log-format must be text or json, got \"\(text)\"")
+                    throw CommandLineError(message: "serve: --log-format must be text or json, got \"\(text)\""
+                        + choiceHint(text, among: RequestLogFormat.allCases.map(\.rawValue)))
                 }
                 parse.format = format
             },
@@ -391,7 +438,8 @@ package enum FaultlineCommandLine {
                 """) { (parse: inout ServeParse, text: String) throws(CommandLineError) in
                 guard let shape = LinkShape.preset(text) else {
                     throw CommandLineError(message: "serve: --conditions must be one of "
-                        + LinkShape.presets.map(\.name).joined(separator: ", ") + "; got \"\(text)\"")
+                        + LinkShape.presets.map(\.name).joined(separator: ", ") + "; got \"\(text)\""
+                        + choiceHint(text, among: LinkShape.presets.map(\.name)))
                 }
                 parse.options.conditions = shape
             },
@@ -405,10 +453,7 @@ package enum FaultlineCommandLine {
             OptionSpec(["--tls-port-file"], value: "F", "also write the bound TLS port to F") {
                 parse, text in parse.options.tlsPortFile = text
             },
-            OptionSpec(["--tls-dir"], value: "DIR", """
-                the certificate authority's folder (default ~/.cache/faultline/tls; created 0700, refused when \
-                others can write to it)
-                """) { parse, text in parse.tls.directory = text },
+            OptionSpec(["--tls-dir"], value: "DIR", tlsDirectoryHelp) { parse, text in parse.tls.directory = text },
             OptionSpec(["--tls-certificate"], value: "NAME", choices: TLSCertificateName.allCases.map(\.rawValue), """
                 the catalogue certificate served by default: valid (default), expired, not-yet-valid, \
                 wrong-host, self-signed, untrusted-root, incomplete-chain, expired-intermediate, cn-only, \
@@ -416,7 +461,8 @@ package enum FaultlineCommandLine {
                 """) { (parse: inout ServeParse, text: String) throws(CommandLineError) in
                 guard let name = TLSCertificateName(rawValue: text) else {
                     throw CommandLineError(message: "serve: --tls-certificate must be one of "
-                        + TLSCertificateName.allCases.map(\.rawValue).joined(separator: ", ") + "; got \"\(text)\"")
+                        + TLSCertificateName.allCases.map(\.rawValue).joined(separator: ", ") + "; got \"\(text)\""
+                        + choiceHint(text, among: TLSCertificateName.allCases.map(\.rawValue)))
                 }
                 parse.tls.certificate = name
             },
@@ -549,7 +595,8 @@ package enum FaultlineCommandLine {
                 guard let format = ExportOptions.Format(rawValue: text) else {
                     let names = ExportOptions.Format.allCases.map(\.rawValue)
                     throw CommandLineError(message: "export: --format must be "
-                        + names.dropLast().joined(separator: ", ") + " or \(names.last!), got \"\(text)\"")
+                        + names.dropLast().joined(separator: ", ") + " or \(names.last!), got \"\(text)\""
+                        + choiceHint(text, among: names))
                 }
                 parse.format = format
             },
@@ -566,10 +613,7 @@ package enum FaultlineCommandLine {
             """,
         positionals: nil, positionalsOptional: true,
         options: [
-            OptionSpec(["--tls-dir"], value: "DIR", """
-                the CA's folder (default $XDG_CACHE_HOME/faultline/tls, ~/.cache/faultline/tls, or \
-                ~/Library/Caches/faultline/tls on macOS); must be private to you
-                """) { $0.directory = $1 },
+            OptionSpec(["--tls-dir"], value: "DIR", tlsDirectoryHelp) { $0.directory = $1 },
             OptionSpec(["--export"], "print the CA certificate (PEM), or write it to --out F") { parse, _ in
                 parse.export = true
             },
@@ -589,10 +633,8 @@ package enum FaultlineCommandLine {
         ],
         positional: { _, _ in })
 
-    /// `--help`, generated from the declarations above.
-    package static var usage: String {
-        /// `head` as it is, then `body` wrapped at `width` columns, continuation lines indented to `indent`.
-        func wrap(_ head: String, _ body: String, indent: Int, width: Int = 110) -> [String] {
+    /// `head` as it is, then `body` wrapped at `width` columns, continuation lines indented to `indent`.
+    private static func wrap(_ head: String, _ body: String, indent: Int, width: Int = 110) -> [String] {
             var lines: [String] = []
             var current = head
             var fresh = true
@@ -607,14 +649,63 @@ package enum FaultlineCommandLine {
             }
             lines.append(current)
             return lines
+    }
+
+    private static func padded(_ text: String, _ width: Int) -> String {
+        text.count < width ? text + String(repeating: " ", count: width - text.count) : text + "  "
+    }
+
+    /// An option's lines in an OPTIONS section: its names and value, then its help wrapped beside them.
+    private static func optionLines(_ names: [String], _ value: String?, _ help: String) -> [String] {
+        wrap("  " + padded(names.joined(separator: ", ") + (value.map { " \($0)" } ?? ""), 24), help, indent: 26)
+    }
+
+    /// A command's synopsis wrapped as in USAGE: `faultline NAME` then its arguments, continuation lines indented.
+    private static func synopsisLines(_ synopsis: String, lead: String = "", indent: Int) -> [String] {
+        // A bracketed option and its value ("[--admin-port N]") stay on one line: their spaces are kept from
+        // the wrapping as U+001F, then put back.
+        var depth = 0
+        let unbroken = String(synopsis.map { character -> Character in
+            if character == "[" { depth += 1 } else if character == "]" { depth -= 1 }
+            return character == " " && depth > 0 ? "\u{1F}" : character
+        })
+        let words = unbroken.split(separator: " ", maxSplits: 2).map(String.init)
+        return wrap("\(lead)\(words[0]) \(words[1]) ", words.count > 2 ? words[2] : "", indent: indent)
+            .map { $0.replacing("\u{1F}", with: " ") }
+    }
+
+    /// `faultline COMMAND --help` (and `faultline help COMMAND`): that command's synopsis, summary and own options
+    /// only; nil for a name that is no command.
+    package static func help(for command: String) -> String? {
+        func page<Options>(_ spec: CommandSpec<Options>) -> String {
+            var text = synopsisLines(spec.synopsis, indent: spec.name.count + 11)
+            text += [""] + wrap("", spec.summary, indent: 0)
+            if !spec.options.isEmpty {
+                text += ["", "OPTIONS"]
+                for option in spec.options { text += optionLines(option.names, option.value, option.help) }
+            }
+            text += ["", "Every command: faultline --help"]
+            return text.joined(separator: "\n")
         }
-        func padded(_ text: String, _ width: Int) -> String {
-            text.count < width ? text + String(repeating: " ", count: width - text.count) : text + "  "
+        switch command {
+        case serve.name: return page(serve)
+        case record.name: return page(record)
+        case validate.name: return page(validate)
+        case verify.name: return page(verify)
+        case export.name: return page(export)
+        case ca.name: return page(ca)
+        case "completions":
+            return (["faultline completions bash|zsh|fish", ""] + wrap("", Completions.summary, indent: 0)
+                + ["", "Every command: faultline --help"]).joined(separator: "\n")
+        default: return nil
         }
+    }
+
+    /// `--help`, generated from the declarations above.
+    package static var usage: String {
         var text = ["faultline \(Faultline.version) — a fault-injecting stub HTTP/1.1 and HTTP/2 server", "", "USAGE"]
         for command in [serve.synopsis, record.synopsis, validate.synopsis, verify.synopsis, export.synopsis, ca.synopsis] {
-            let words = command.split(separator: " ", maxSplits: 2).map(String.init)
-            text += wrap("  \(words[0]) \(words[1]) ", words.count > 2 ? words[2] : "", indent: 18)
+            text += synopsisLines(command, lead: "  ", indent: 18)
         }
         text.append("  faultline completions bash|zsh|fish")
         text.append("  faultline --help | --version")
@@ -633,8 +724,11 @@ package enum FaultlineCommandLine {
             + export.options.map { ($0.names, $0.value, $0.help) }
             + verify.options.filter { !["--url", "--port-file"].contains($0.names[0]) }.map { ($0.names, $0.value, $0.help) }
             + ca.options.map { ($0.names, $0.value, $0.help) }
-        for (names, value, help) in options {
-            text += wrap("  " + padded(names.joined(separator: ", ") + (value.map { " \($0)" } ?? ""), 24), help, indent: 26)
+        // An option two commands share word for word (--tls-dir of serve and ca) is listed once.
+        var listed: [(names: [String], value: String?, help: String)] = []
+        for (names, value, help) in options where !listed.contains(where: { $0 == (names, value, help) }) {
+            listed.append((names, value, help))
+            text += optionLines(names, value, help)
         }
         text += ["", "EXIT CODES"]
         text += wrap("  ", """
@@ -649,7 +743,10 @@ package enum FaultlineCommandLine {
         guard let command = arguments.first else { return .help(topic: nil) }
         let rest = Array(arguments.dropFirst())
         switch command {
-        case "--help", "-h", "help": return .help(topic: rest.first)
+        case "--help", "-h", "help":
+            guard let topic = rest.first else { return .help(topic: nil) }
+            guard commandNames.contains(topic) else { throw unknownCommand(topic) }
+            return .help(topic: topic)
         case "--version", "-V", "version": return .version
         case "completions":
             guard rest.count == 1, let shell = Completions.Shell(rawValue: rest[0]) else {
@@ -713,9 +810,7 @@ package enum FaultlineCommandLine {
             guard try ca.parse(rest, into: &parse) else { return .help(topic: "ca") }
             return .ca(try caOptions(parse))
         default:
-            throw CommandLineError(
-                message: "unknown command \"\(command)\"; try serve, record, validate, verify, export, ca, completions, "
-                    + "--help or --version")
+            throw unknownCommand(command)
         }
     }
 

@@ -68,15 +68,18 @@ do {
 }
 
 switch request {
-case .help:
-    print(FaultlineCommandLine.usage)
+case .help(let topic):
+    print(topic.flatMap(FaultlineCommandLine.help(for:)) ?? FaultlineCommandLine.usage)
 case .version:
     print("faultline \(Faultline.version)")
 case .completions(let shell):
     writeStandardOutput(Completions.script(shell))
 case .validate(let paths):
     do {
-        let scenarios = try ScenarioLoader.load(paths: paths)
+        var skipped: [String] = []
+        let scenarios = try ScenarioLoader.load(paths: paths, skippedSchemas: &skipped)
+        for path in skipped { writeStandardError("faultline: skipped \(path): a JSON Schema (*.schema.json), not a scenario\n") }
+        for shadowed in RouteShadowing.shadowedRoutes(in: scenarios) { writeStandardError("faultline: \(shadowed)\n") }
         let routes = scenarios.reduce(0) { $0 + $1.routes.count }
         let resources = scenarios.reduce(0) { $0 + $1.resources.count }
         print("ok: \(scenarios.count) scenario(s), \(routes) route(s)" + (resources > 0 ? ", \(resources) resource(s)" : ""))
@@ -137,6 +140,7 @@ case .serve(let options):
         for problem in error.errors { writeStandardError("\(problem)\n") }
         fail("not serving: \(error.errors.count) problem(s) in the scenario files", code: 1)
     }
+    for shadowed in RouteShadowing.shadowedRoutes(in: scenarios) { writeStandardError("faultline: \(shadowed)\n") }
     var configuration = FaultlineServer.Configuration(host: options.host, port: options.port, scenarios: scenarios)
     configuration.journalCapacity = options.journalCapacity
     configuration.parserLimits.maxBodyBytes = options.maxBodyBytes

@@ -52,8 +52,10 @@ import Testing
         #expect(try Self.parse("export -f html --url http://h:1") == .export(ExportOptions(url: "http://h:1", format: .html)))
         #expect(Self.error("verify --junit") == "verify: --junit needs a value")
         #expect(Self.error("verify --html") == "verify: --html needs a value")
-        #expect(Self.error("export --html x") == "export: unknown option --html")
-        #expect(Self.error("export --format=HTML") == "export: --format must be har, ndjson or html, got \"HTML\"")
+        #expect(Self.error("export --html x") == "export: unknown option --html (an option of verify)")
+        #expect(Self.error("export --format=HTML")
+            == "export: --format must be har, ndjson or html, got \"HTML\"; did you mean \"html\"?")
+        #expect(Self.error("export --format=pdf") == "export: --format must be har, ndjson or html, got \"pdf\"")
     }
 
     @Test func quietAndLogFormatDoNotDependOnTheirOrder() throws {
@@ -72,7 +74,7 @@ import Testing
         #expect((try? Self.parse("verify")) == .verify(VerifyOptions(server: ServerLocation())))
         #expect(Self.error("verify --strict=yes") == "verify: --strict takes no value")
         #expect(Self.error("verify http://h:1") == "verify: unexpected argument http://h:1")
-        #expect(Self.error("export --url h --format xml") == "export: --format must be har, ndjson or html, got \"xml\"")
+        #expect(Self.error("export --url h --format yaml") == "export: --format must be har, ndjson or html, got \"yaml\"")
         #expect(Self.error("validate") == "validate: give at least one file or folder")
         #expect(Self.error("serve --port=70000") == "serve: --port must be an integer in 0…65535, got \"70000\"")
     }
@@ -93,5 +95,61 @@ import Testing
         #expect(usage.contains("[--junit F] [--html F]") && usage.contains("[--format har|ndjson|html]"))
         #expect(try Self.parse("serve dir --help") == .help(topic: "serve"))
         #expect(try Self.parse("verify --help") == .help(topic: "verify"))
+    }
+
+    @Test func unknownCommandsAndOptionsSuggestTheNearestOrSayWhoHasThem() {
+        #expect(Self.error("serv") == #"unknown command "serv"; did you mean "serve"?"#)
+        #expect(Self.error("vrify --strict") == #"unknown command "vrify"; did you mean "verify"?"#)
+        #expect(Self.error("frobnicate")
+            == #"unknown command "frobnicate"; try serve, record, validate, verify, export, ca, completions, --help or --version"#)
+        #expect(Self.error("serve --tls-prot 0") == "serve: unknown option --tls-prot; did you mean --tls-port?")
+        #expect(Self.error("serve --tls-prot=0") == "serve: unknown option --tls-prot; did you mean --tls-port?")
+        #expect(Self.error("record --upstrem http://h:1") == "record: unknown option --upstrem; did you mean --upstream?")
+        #expect(Self.error("verify --tls-port 1") == "verify: unknown option --tls-port (an option of serve)")
+        #expect(Self.error("validate --port 1 x") == "validate: unknown option --port (an option of serve and record)")
+        #expect(Self.error("ca --junit f") == "ca: unknown option --junit (an option of verify)")
+        #expect(Self.error("serve -x") == "serve: unknown option -x")
+    }
+
+    @Test func valuesFromAListSuggestTheNearest() {
+        #expect(Self.error("serve --conditions edg") == "serve: --conditions must be one of "
+            + "3g, edge, lte, very-bad, offline; got \"edg\"; did you mean \"edge\"?")
+        #expect(Self.error("serve --conditions moon")
+            == "serve: --conditions must be one of 3g, edge, lte, very-bad, offline; got \"moon\"")
+        #expect(Self.error("serve --log-format jsno") == "serve: --log-format must be text or json, got \"jsno\"; did you mean \"json\"?")
+        #expect(Self.error("serve --tls-port 0 --tls-certificate expird")?
+            .hasSuffix("; got \"expird\"; did you mean \"expired\"?") == true)
+    }
+
+    @Test func commandHelpIsThatCommandsOnly() throws {
+        #expect(try Self.parse("help serve") == .help(topic: "serve"))
+        #expect(try Self.parse("--help ca") == .help(topic: "ca"))
+        #expect(try Self.parse("help") == .help(topic: nil))
+        #expect(try Self.parse("completions --help") == .help(topic: "completions"))
+        #expect(Self.error("help serv") == #"unknown command "serv"; did you mean "serve"?"#)
+        let serve = try #require(FaultlineCommandLine.help(for: "serve"))
+        #expect(serve.hasPrefix("faultline serve [PATHS…] [--host H]"))
+        #expect(serve.contains(FaultlineCommandLine.serve.summary.split(separator: " ").prefix(6).joined(separator: " ")))
+        for option in FaultlineCommandLine.serve.options {
+            #expect(serve.contains("  " + option.names.joined(separator: ", ")), "\(option.names)")
+        }
+        #expect(!serve.contains("--junit") && !serve.contains("--upstream") && !serve.contains("EXIT CODES"))
+        #expect(!serve.split(separator: "\n").contains { $0.count > 110 })
+        // A bracketed option keeps its value on its line.
+        #expect(!serve.split(separator: "\n").contains { $0.hasSuffix("[--admin-port") || $0.hasSuffix("[--tls-port") })
+        let verify = try #require(FaultlineCommandLine.help(for: "verify"))
+        #expect(verify.contains("--junit F") && !verify.contains("--tls-port"))
+        #expect(FaultlineCommandLine.help(for: "validate")?.hasPrefix("faultline validate PATHS…\n") == true)
+        #expect(FaultlineCommandLine.help(for: "completions")?.hasPrefix("faultline completions bash|zsh|fish\n") == true)
+        #expect(FaultlineCommandLine.help(for: "bogus") == nil)
+    }
+
+    @Test func theFullUsageListsASharedOptionOnce() {
+        let usage = FaultlineCommandLine.usage
+        let lines = usage.split(separator: "\n")
+        #expect(lines.filter { $0.hasPrefix("  --tls-dir DIR") }.count == 1)
+        #expect(usage.contains("for serve --tls-port and ca"))
+        // Both commands still take it.
+        #expect((try? Self.parse("ca --tls-dir /tmp/x")) == .ca(CAOptions(directory: "/tmp/x")))
     }
 }

@@ -81,7 +81,7 @@ extension ScenarioLoader {
     /// The candidate closest to `word` if it is close enough to be a likely typo: optimal string alignment
     /// distance (an edit or a swap of neighbours each count 1), ignoring case, of at most a third of the
     /// candidate's length and at least 1.
-    static func suggestion(for word: String, among candidates: [String]) -> String? {
+    package static func suggestion(for word: String, among candidates: [String]) -> String? {
         let target = Array(word.lowercased())
         var best: (candidate: String, distance: Int)?
         for candidate in candidates {
