@@ -98,3 +98,68 @@ def test_signal_right_after_the_listening_line_still_exits_0(faultline_bin, tmp_
                 process.wait(timeout=10)
             process.stdout.close()
     assert codes == [0] * 20
+
+
+def test_an_unknown_command_or_option_suggests_the_nearest(run_cli):
+    command = run_cli("serv")
+    assert command.returncode == 64
+    assert 'unknown command "serv"; did you mean "serve"?' in command.stderr
+    option = run_cli("serve", "--tls-prot", "0")
+    assert option.returncode == 64
+    assert "serve: unknown option --tls-prot; did you mean --tls-port?" in option.stderr
+    elsewhere = run_cli("verify", "--tls-port", "0")
+    assert elsewhere.returncode == 64
+    assert "verify: unknown option --tls-port (an option of serve)" in elsewhere.stderr
+    value = run_cli("serve", "--conditions", "edg")
+    assert value.returncode == 64
+    assert 'got "edg"; did you mean "edge"?' in value.stderr
+
+
+def test_command_help_is_that_commands_only(run_cli):
+    serve = run_cli("serve", "--help")
+    assert serve.returncode == 0, serve.stderr
+    assert serve.stdout.startswith("faultline serve [PATHS…]")
+    for option in ("--tls-port N", "--conditions NAME", "--watch, -w", "--tls-dir DIR"):
+        assert f"\n  {option}" in serve.stdout, option
+    assert "--junit" not in serve.stdout and "EXIT CODES" not in serve.stdout
+    assert run_cli("help", "serve").stdout == serve.stdout
+    full = run_cli("--help").stdout
+    assert "--junit" in full and "EXIT CODES" in full
+    assert run_cli("help").stdout == full
+    assert [line for line in full.splitlines() if line.startswith("  --tls-dir ")] == [
+        next(line for line in serve.stdout.splitlines() if line.startswith("  --tls-dir "))]
+
+
+def test_validate_the_bundled_scenarios_through_the_shell_glob(run_cli):
+    files = sorted(str(f) for f in Path(SCENARIOS_DIR).glob("*.json"))
+    schemas = [f for f in files if f.endswith(".schema.json")]
+    assert schemas, "the bundled folder ships its schema"
+    result = run_cli("validate", *files)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == run_cli("validate", SCENARIOS_DIR).stdout
+    assert result.stderr.splitlines() == [
+        f"faultline: skipped {schema}: a JSON Schema (*.schema.json), not a scenario" for schema in schemas]
+
+
+SHADOWING_CATALOGUE = {"name": "catalogue", "routes": [
+    {"id": "a", "match": {"method": "GET", "path": "/v1/products/{id}"}, "responses": [{"status": 200}]}]}
+SHADOWED_SHOP = {"name": "shop", "routes": [
+    {"id": "b", "match": {"method": "GET", "path": "/v1/products/7"}, "responses": [{"status": 404}]},
+    {"id": "c", "match": {"method": "GET", "path": "/v1/products/{id}", "headers": {"X-A": "1"}},
+     "responses": [{"status": 201}]},
+    {"id": "d", "match": {"method": "POST", "path": "/v1/products/7"}, "responses": [{"status": 202}]}]}
+
+
+def test_a_shadowed_route_is_a_warning_from_validate_and_serve(run_cli, write_scenario, start_faultline):
+    catalogue = write_scenario(SHADOWING_CATALOGUE, name="catalogue.json")
+    shop = write_scenario(SHADOWED_SHOP, name="shop.json")
+    warnings = [f'faultline: warning: route "{route}" ({shop}) can never match: '
+                f'route "a" ({catalogue}) matches every request it would' for route in ("b", "c")]
+    result = run_cli("validate", catalogue, shop)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "ok: 2 scenario(s), 4 route(s)\n"
+    assert result.stderr.splitlines() == warnings
+    # The other way round, shop's routes come first and nothing is shadowed.
+    assert run_cli("validate", shop, catalogue).stderr == ""
+    server = start_faultline(catalogue, shop, args=["--quiet"])
+    assert server.stderr().splitlines()[:2] == warnings
