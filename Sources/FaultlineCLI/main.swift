@@ -64,7 +64,10 @@ let request: CommandLineRequest
 do {
     request = try FaultlineCommandLine.parse(Array(CommandLine.arguments.dropFirst()))
 } catch {
-    fail("\(error.message)\n(see faultline --help)", code: 64)
+    // "serve: …" points at serve's own help.
+    let command = error.message.split(separator: ":", maxSplits: 1).first.map(String.init)
+    let help = command.flatMap { FaultlineCommandLine.commandNames.contains($0) ? "faultline \($0) --help" : nil }
+    fail("\(error.message)\n(see \(help ?? "faultline --help"))", code: 64)
 }
 
 switch request {

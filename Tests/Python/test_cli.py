@@ -106,7 +106,8 @@ def test_an_unknown_command_or_option_suggests_the_nearest(run_cli):
     assert 'unknown command "serv"; did you mean "serve"?' in command.stderr
     option = run_cli("serve", "--tls-prot", "0")
     assert option.returncode == 64
-    assert "serve: unknown option --tls-prot; did you mean --tls-port?" in option.stderr
+    assert option.stderr.splitlines() == ["faultline: serve: unknown option --tls-prot; did you mean --tls-port?",
+                                          "(see faultline serve --help)"]
     elsewhere = run_cli("verify", "--tls-port", "0")
     assert elsewhere.returncode == 64
     assert "verify: unknown option --tls-port (an option of serve)" in elsewhere.stderr
