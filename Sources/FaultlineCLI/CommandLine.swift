@@ -744,7 +744,8 @@ package enum FaultlineCommandLine {
         let rest = Array(arguments.dropFirst())
         switch command {
         case "--help", "-h", "help":
-            guard let topic = rest.first else { return .help(topic: nil) }
+            // `faultline --help --version` and the like: the full usage, as before.
+            guard let topic = rest.first, !topic.hasPrefix("-") else { return .help(topic: nil) }
             guard commandNames.contains(topic) else { throw unknownCommand(topic) }
             return .help(topic: topic)
         case "--version", "-V", "version": return .version

@@ -125,6 +125,7 @@ import Testing
         #expect(try Self.parse("help serve") == .help(topic: "serve"))
         #expect(try Self.parse("--help ca") == .help(topic: "ca"))
         #expect(try Self.parse("help") == .help(topic: nil))
+        #expect(try Self.parse("--help --version") == .help(topic: nil))
         #expect(try Self.parse("completions --help") == .help(topic: "completions"))
         #expect(Self.error("help serv") == #"unknown command "serv"; did you mean "serve"?"#)
         let serve = try #require(FaultlineCommandLine.help(for: "serve"))
