@@ -165,7 +165,10 @@ def test_seeded_search_latency_repeats_after_reset(faultline):
     first = durations()
     faultline.admin_json("POST", "scenarios/reset", params={"journal": "true"})
     second = durations()
-    assert all(abs(a - b) < 20 for a, b in zip(first, second)), f"same seed, same delays: {first} vs {second}"
+    # Measured on the server, so each duration is the seeded delay plus the loop timer's lateness: with both cores
+    # busy (a parallel build) one came 26 ms late. 40 ms still fails a different seed, whose five delays (17 to 180
+    # ms here) would not all land that close.
+    assert all(abs(a - b) < 40 for a, b in zip(first, second)), f"same seed, same delays: {first} vs {second}"
 
 
 # -- flaky-catalogue -------------------------------------------------------------------------------------
