@@ -299,6 +299,8 @@ public struct FaultlineRemote: FaultlineControl {
         add("matched", filter.matched.map(String.init))
         add("malformed", filter.malformed.map(String.init))
         add("completed", filter.completed.map(String.init))
+        add("connection", filter.connection.map(String.init))
+        add("outcome", filter.outcome?.rawValue)
         add("limit", limit.map(String.init))
         return items
     }

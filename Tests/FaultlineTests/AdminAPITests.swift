@@ -41,6 +41,43 @@ import Testing
         #expect(after.first?["sequence"] as? Int == 5, "sequence numbers go on after a clear")
     }
 
+    /// Issue #28: a misspelt parameter, route or outcome is a 400 that names the fix, not an empty answer or a wait.
+    @Test func mistakesAreA400WithDidYouMean() async throws {
+        let server = try TestSupport.server([Self.scenario])
+        defer { Task { await server.stop() } }
+        let base = server.baseURL.absoluteString
+        _ = try TestSupport.curl(["\(base)/a"])
+        func error(_ target: String) throws -> (status: String, message: String) {
+            let answer = try TestSupport.curl(["-s", "-w", "\n%{http_code}", "\(base)/__faultline/\(target)"])
+            let lines = answer.stdout.split(separator: "\n", omittingEmptySubsequences: false)
+            let body = lines.dropLast().joined(separator: "\n")
+            let object = try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any]
+            return (String(lines.last ?? ""), object?["error"] as? String ?? body)
+        }
+        #expect(try error("requests?limt=1") == ("400", #"unknown query parameter "limt"; did you mean "limit"?"#))
+        #expect(try error("requests/count?rout=a").message == #"unknown query parameter "rout"; did you mean "route"?"#)
+        #expect(try error("events?xyz=1").message
+            == #"unknown query parameter "xyz"; this endpoint takes "cursor" or "timeoutMs""#)
+        let reset = try TestSupport.curl(["-s", "-X", "POST", "\(base)/__faultline/scenarios/reset?jornal=true"])
+        #expect(reset.stdout.contains(#"did you mean \"journal\"?"#))
+        #expect(try error("requests?route=aa") == ("400", #"no loaded route is "aa"; did you mean "a"?"#))
+        #expect(try error("requests?route=zzzz").message == #"no loaded route is "zzzz"; loaded: "a" or "b""#)
+        #expect(try error("requests?outcome=complted").message == #"unknown outcome "complted"; did you mean "completed"?"#)
+        #expect(try error("requests?limit=abc").message == #"limit must be an integer, got "abc""#)
+        let started = ContinuousClock.now
+        #expect(try error("requests/wait?count=5&route=aa&timeoutMs=5000").status == "400")
+        #expect(ContinuousClock.now - started < .seconds(2), "the 400 comes at once, not after the timeout")
+
+        // What is legitimate still answers.
+        #expect(try TestSupport.journal(server, "route=a&outcome=completed&limit=5").count == 1)
+        #expect(try TestSupport.journal(server, "route=auth:token").isEmpty)
+        #expect(try TestSupport.journal(server, "route=rate-limit:x").isEmpty)
+        // A route whose scenario has gone still filters the entries it took.
+        _ = try TestSupport.curl(["-s", "-X", "POST", "-d", #"{"name": "other", "routes": [{"id": "c", "match": {"path": "/c"}, "responses": [{"status": 200}]}]}"#, "\(base)/__faultline/scenarios"])
+        #expect(try error("requests?route=zzzz").message == #"no loaded route is "zzzz"; loaded: "c" or "a""#)
+        #expect(try TestSupport.journal(server, "route=a").count == 1)
+    }
+
     @Test func waitAnswersTheMomentTheConditionHolds() async throws {
         let server = try TestSupport.server([Self.scenario])
         defer { Task { await server.stop() } }

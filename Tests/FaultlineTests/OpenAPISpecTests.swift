@@ -1,4 +1,4 @@
-import Faultline
+@testable import Faultline
 import Foundation
 import Testing
 
@@ -33,5 +33,36 @@ import Testing
         #expect(document["openapi"] as? String == "3.1.0")
         let info = try #require(document["info"] as? [String: Any])
         #expect(info["version"] as? String == Faultline.version, "info.version follows Faultline.version")
+    }
+
+    /// `AdminAPI.queryParameters`, which the server checks every query against, names the same query parameters as
+    /// openapi.json for each operation, both ways (HEAD takes GET's).
+    @Test func queryParameterTableAgreesWithTheSpec() throws {
+        let data = try Data(contentsOf: URL(fileURLWithPath: Self.specPath))
+        let document = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let paths = try #require(document["paths"] as? [String: [String: Any]])
+        let components = try #require((document["components"] as? [String: Any])?["parameters"] as? [String: [String: Any]])
+        var fromSpec: [String: [String]] = [:]
+        for (path, operations) in paths {
+            for (method, operation) in operations {
+                guard let operation = operation as? [String: Any] else { continue }
+                let names = (operation["parameters"] as? [[String: Any]] ?? []).compactMap { parameter -> String? in
+                    let resolved = (parameter["$ref"] as? String).map { components[String($0.split(separator: "/").last!)] ?? [:] } ?? parameter
+                    return resolved["in"] as? String == "query" ? resolved["name"] as? String : nil
+                }
+                guard !names.isEmpty else { continue }
+                fromSpec["\(method.uppercased()) \(path.dropFirst(AdminAPI.prefix.count))"] = names
+            }
+        }
+        for (key, names) in fromSpec {
+            let tableKey = key.hasPrefix("HEAD ") ? "GET " + key.dropFirst(5) : key
+            #expect(AdminAPI.queryParameters[tableKey].map(Set.init) == Set(names), "\(key): openapi.json has \(names)")
+        }
+        for (key, names) in AdminAPI.queryParameters {
+            #expect(fromSpec[key].map(Set.init) == Set(names), "\(key): the table has \(names), openapi.json not")
+            if key.hasPrefix("GET ") {
+                #expect(fromSpec["HEAD " + key.dropFirst(4)].map(Set.init) == Set(names), "HEAD of \(key)")
+            }
+        }
     }
 }

@@ -133,6 +133,33 @@ def test_requests_count_and_filters(faultline):
     assert faultline.admin("GET", "requests", params={"matched": "maybe"}).status_code == 400
 
 
+def test_mistakes_are_a_400_with_did_you_mean(faultline):
+    """Issue #28: a misspelt parameter, route or outcome names the fix instead of answering an empty list."""
+    get(faultline, "/v1/products/1")
+
+    def error(path, **params):
+        answer = faultline.admin("GET", path, params=params)
+        assert answer.status_code == 400, answer.text
+        assert answer.headers["Content-Type"].startswith("application/json")
+        return answer.json()["error"]
+
+    assert error("requests", route="prodcut") == 'no loaded route is "prodcut"; did you mean "product"?'
+    assert error("requests", limt=1) == 'unknown query parameter "limt"; did you mean "limit"?'
+    assert error("requests/count", outcome="complted") == 'unknown outcome "complted"; did you mean "completed"?'
+    assert error("requests.har", outcome="nope").startswith('unknown outcome "nope"; expected one of "pending", ')
+    assert error("requests", zzz=1).startswith('unknown query parameter "zzz"; this endpoint takes "route", ')
+    assert error("requests", limit="abc") == 'limit must be an integer, got "abc"'
+    started = time.monotonic()
+    assert error("requests/wait", count=1, route="prodcut", timeoutMs=5000).endswith('did you mean "product"?')
+    assert time.monotonic() - started < 2, "the 400 came at once, not after timeoutMs"
+
+    # Legitimate filters still answer 200.
+    assert faultline.count(route="product") == 1
+    assert faultline.admin("GET", "requests", params={"route": "product", "outcome": "completed"}).status_code == 200
+    assert faultline.admin("GET", "requests", params={"route": "auth:token"}).status_code == 200
+    assert faultline.admin("GET", "requests", params={"matched": "false", "limit": 1}).status_code == 200
+
+
 def test_wait_times_out_unsatisfied_with_what_it_saw(faultline):
     get(faultline, "/healthz")
     started = time.monotonic()

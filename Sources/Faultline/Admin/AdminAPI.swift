@@ -23,7 +23,7 @@ final class AdminAPI {
         ("GET", "/__faultline/", "the dashboard in a browser (Accept: text/html); otherwise this index as JSON"),
         ("GET", "/__faultline/health", "liveness, version, counters"),
         ("GET", "/__faultline/events", "long-poll for journal entries recorded or changed since ?cursor=C, and whether state changed (the dashboard's feed)"),
-        ("GET", "/__faultline/requests", "journal entries; filters: route, method, path, status, since, matched, malformed, completed, connection, limit"),
+        ("GET", "/__faultline/requests", "journal entries; filters: route, method, path, status, since, matched, malformed, completed, connection, outcome, limit; an unknown parameter or route is a 400"),
         ("GET", "/__faultline/requests.har", "the journal as an HTTP Archive (HAR 1.2); the same filters as /requests"),
         ("GET", "/__faultline/requests/count", "number of journal entries matching the same filters"),
         ("GET", "/__faultline/requests/wait", "long-poll until count=N entries match the filters, or timeoutMs passes"),
@@ -44,6 +44,58 @@ final class AdminAPI {
         ("GET", "/__faultline/openapi.json", "this API described in OpenAPI 3.1 (docs/openapi.json)"),
         ("GET", "/__faultline/ui/{asset}", "the dashboard's script, style sheet and icon"),
     ]
+
+    /// The journal filters (`JournalFilter`), in the order openapi.json lists them.
+    static let filterParameters = [
+        "route", "method", "path", "status", "since", "matched", "malformed", "completed", "connection", "outcome",
+    ]
+
+    /// The query parameters each endpoint takes, by `METHOD path` (HEAD takes GET's): the one place they are named.
+    /// A name not listed is a 400 with the nearest known one; an endpoint not listed takes none and ignores them.
+    /// `OpenAPISpecTests` checks this table against openapi.json's parameters, both ways.
+    static let queryParameters: [String: [String]] = [
+        "GET events": ["cursor", "timeoutMs"],
+        "GET requests": filterParameters + ["limit"],
+        "GET requests.har": filterParameters + ["limit"],
+        "GET requests/count": filterParameters,
+        "GET requests/wait": ["count", "timeoutMs"] + filterParameters,
+        "POST scenarios": ["mode"],
+        "POST scenarios/reset": ["journal"],
+        "GET report": ["scenario"],
+    ]
+
+    /// The 400 message for the first query parameter `known` does not list, or nil when every one is known.
+    static func unknownParameter(in query: [(name: String, value: String)], known: [String]) -> String? {
+        guard let unknown = query.first(where: { !known.contains($0.name) }) else { return nil }
+        return "unknown query parameter \(ScenarioLoader.quoted(unknown.name))"
+            + ScenarioLoader.hint(for: unknown.name, among: known, listName: "this endpoint takes")
+    }
+
+    /// The 400 message for a `route=` filter that names nothing the journal could hold, or nil when it is fine: a
+    /// loaded scenario's route id, the route of a kept entry (its scenario may since have gone), or one of the policy
+    /// layer's own answers (`auth:token`, `rate-limit:ID`, `resource:ID`).
+    func unknownRoute(_ route: String) -> String? {
+        var candidates: [String] = []
+        var seen = Set<String>()
+        for scenario in core.engine.scenarios {
+            for id in scenario.routes.map(\.id) where seen.insert(id).inserted { candidates.append(id) }
+        }
+        for entry in core.journal.entries {
+            if let text = entry.route?.description, seen.insert(text).inserted { candidates.append(text) }
+        }
+        if seen.contains(route) || route == DecisionSource.tokenEndpoint.description
+            || route.hasPrefix("rate-limit:") || route.hasPrefix("resource:") {
+            return nil
+        }
+        let message = "no loaded route is \(ScenarioLoader.quoted(route))"
+        if let match = ScenarioLoader.suggestion(for: route, among: candidates) {
+            return message + "; did you mean \(ScenarioLoader.quoted(match))?"
+        }
+        let unmatched = ["unmatched", "none", "null", "nil", "-", ""].contains(route.lowercased())
+            ? "; for the requests no route took, use matched=false" : ""
+        guard !candidates.isEmpty else { return message + unmatched + "; no scenario is loaded" }
+        return message + unmatched + "; loaded: " + ScenarioLoader.quotedList(candidates, conjunction: "or")
+    }
 
     func handle(_ request: HTTPRequest, connectionID: Int, reply: @escaping Reply) {
         let path = String(request.path.dropFirst(Self.prefix.count))
@@ -81,6 +133,11 @@ final class AdminAPI {
             return
         }
 
+        if let known = Self.queryParameters["\(request.method == "HEAD" ? "GET" : request.method) \(path)"],
+            let problem = Self.unknownParameter(in: query, known: known) {
+            respond(400, .object([("error", .string(problem))]))
+            return
+        }
         let filter: JournalFilter
         let limit: Int?
         do {
@@ -88,6 +145,11 @@ final class AdminAPI {
             limit = try Self.limit(from: param)
         } catch {
             respond(400, .object([("error", .string(error.message))]))
+            return
+        }
+        if path.hasPrefix("requests"), request.method != "DELETE", let route = filter.route,
+            let problem = unknownRoute(route) {
+            respond(400, .object([("error", .string(problem))]))
             return
         }
         switch (request.method, path) {
@@ -489,6 +551,13 @@ final class AdminAPI {
             since: try int("since"), matched: try bool("matched"), malformed: try bool("malformed"),
             completed: try bool("completed"))
         filter.connection = try bool("connection")
+        if let text = param("outcome") {
+            guard let outcome = ExchangeOutcome(rawValue: text) else {
+                throw BadFilter(message: "unknown outcome \(ScenarioLoader.quoted(text))"
+                    + ScenarioLoader.hint(for: text, among: ExchangeOutcome.allCases.map(\.rawValue)))
+            }
+            filter.outcome = outcome
+        }
         return filter
     }
 

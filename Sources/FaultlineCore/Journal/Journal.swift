@@ -16,6 +16,8 @@ public struct JournalFilter: Sendable, Equatable {
     public var completed: Bool?
     /// Only connection entries (`true`: handshakes that produced no request) or request entries (`false`).
     public var connection: Bool?
+    /// Only entries whose exchange ended this way (`ExchangeOutcome`, the journal's `outcome`).
+    public var outcome: ExchangeOutcome?
 
     public init(
         route: String? = nil, method: String? = nil, path: String? = nil, status: Int? = nil, since: Int? = nil,
@@ -41,6 +43,7 @@ public struct JournalFilter: Sendable, Equatable {
         if let malformed, (entry.malformed != nil) != malformed { return false }
         if let completed, (entry.outcome != .pending) != completed { return false }
         if let connection, entry.isConnectionEntry != connection { return false }
+        if let outcome, entry.outcome != outcome { return false }
         return true
     }
 }

@@ -1,5 +1,5 @@
 /// How an exchange ended, as the journal reports it.
-public enum ExchangeOutcome: String, Sendable, Equatable {
+public enum ExchangeOutcome: String, Sendable, Equatable, CaseIterable {
     /// Still being answered (a delay, a drip, a hang that has not been released).
     case pending
     /// Every planned byte was written.

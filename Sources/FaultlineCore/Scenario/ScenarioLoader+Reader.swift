@@ -55,12 +55,12 @@ extension ScenarioLoader {
     }
 
     /// `text` as a JSON string literal, for quoting user input in messages.
-    static func quoted(_ text: String) -> String {
+    package static func quoted(_ text: String) -> String {
         JSONValue.string(text).serialized()
     }
 
     /// `"a"`, `"a" and "b"`, `"a", "b" and "c"`.
-    static func quotedList(_ items: [String], conjunction: String = "and") -> String {
+    package static func quotedList(_ items: [String], conjunction: String = "and") -> String {
         let quotedItems = items.map(quoted)
         guard quotedItems.count > 1 else { return quotedItems.first ?? "" }
         return quotedItems.dropLast().joined(separator: ", ") + " \(conjunction) " + quotedItems.last!
@@ -116,7 +116,7 @@ extension ScenarioLoader {
     }
 
     /// `; did you mean "status"?` or, with no close candidate, `; expected one of "a", "b" or "c"`.
-    static func hint(for word: String, among candidates: [String], listName: String = "expected one of") -> String {
+    package static func hint(for word: String, among candidates: [String], listName: String = "expected one of") -> String {
         if let match = suggestion(for: word, among: candidates) {
             return "; did you mean \(quoted(match))?"
         }

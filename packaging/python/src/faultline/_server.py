@@ -281,7 +281,7 @@ class Server:
 
     def requests(self, **filters: Any) -> List[Entry]:
         """Journal entries, oldest first. Filters are the admin API's query parameters: route, method, path,
-        status, since, matched, malformed, completed, connection, limit (booleans as true/false)."""
+        status, since, matched, malformed, completed, connection, outcome, limit (booleans as true/false)."""
         return [Entry.from_json(e) for e in self._ok("GET", "requests", params=filters)["requests"]]
 
     def count(self, **filters: Any) -> int:
