@@ -40,25 +40,13 @@ mounts=()
 server_pid=""
 
 cleanup() {
-    local rc=$? i
+    local rc=$?
     trap - EXIT INT TERM
     if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
         kill -KILL "$server_pid" 2>/dev/null || true
         wait "$server_pid" 2>/dev/null || true
     fi
-    # Anything else this run left running inside the root (its pids only: their root is $root).
-    for i in /proc/[0-9]*; do
-        [ "$(readlink "$i/root" 2>/dev/null)" = "$root" ] && kill -KILL "${i#/proc/}" 2>/dev/null
-    done
-    for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do
-        umount "${mounts[$i]}" 2>/dev/null || umount -l "${mounts[$i]}" || true
-    done
-    # Never delete through a mount that is still there (/dev is bound into the root).
-    if grep -q " $root/" /proc/mounts; then
-        echo "dist-check: still mounted under $root; left in place" >&2
-    else
-        rm -rf --one-file-system "$root"
-    fi
+    release_root
     phase
     timings
     if [ "$rc" -eq 0 ]; then echo "dist-check: PASS"; else echo "dist-check: FAIL (exit $rc; logs in $logs)" >&2; fi

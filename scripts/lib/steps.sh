@@ -86,3 +86,20 @@ debian_root() {
     mount_into /var/cache/apt/archives --bind "$state/apt-archives"
     cp /etc/resolv.conf "$root/etc/resolv.conf"
 }
+# release_root: the other half of debian_root, for the caller's cleanup: kills what still runs inside $root (by
+# each process's root), unmounts `mounts` in reverse, and removes $root, unless something is still mounted under it
+# (/dev is bound in: never delete through a mount).
+release_root() {
+    local i
+    for i in /proc/[0-9]*; do
+        [ "$(readlink "$i/root" 2>/dev/null)" = "$root" ] && kill -KILL "${i#/proc/}" 2>/dev/null
+    done
+    for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do
+        umount "${mounts[$i]}" 2>/dev/null || umount -l "${mounts[$i]}" || true
+    done
+    if grep -q " $root/" /proc/mounts; then
+        echo "$(basename "$0" .sh): still mounted under $root; left in place" >&2
+    else
+        rm -rf --one-file-system "$root"
+    fi
+}
