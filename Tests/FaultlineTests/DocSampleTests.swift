@@ -1,5 +1,5 @@
-// The README's Swift sample, verbatim: Tests/Python/test_readme.py fails when the two differ, and `swift test`
-// runs it, so the sample in the manual is known to compile and pass.
+// The manual's Swift sample (docs/testing.md), verbatim: Tests/Python/test_doc_samples.py fails when the two differ,
+// and `swift test` runs it, so the sample is known to compile and pass.
 import Faultline
 import FaultlineCore
 import Foundation
