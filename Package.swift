@@ -73,18 +73,23 @@ let package = Package(
         // Its target, folder and module are named apart from the library's (`Faultline`), since a case-insensitive
         // file system (macOS's default) would make `Sources/faultline` one folder with `Sources/Faultline`, and
         // `faultline.swiftmodule` one file with `Faultline.swiftmodule` in the build folder.
-        .executableTarget(name: "FaultlineCLI", dependencies: ["Faultline", "FaultlineTLS"]),
+        // `faultline init` writes the scenarios' JSON Schema from the binary: Resources/faultline.schema.json links to
+        // scenarios/faultline.schema.json, compiled in as bytes (`PackageResources.faultline_schema_json`).
+        .executableTarget(
+            name: "FaultlineCLI", dependencies: ["Faultline", "FaultlineTLS"],
+            resources: [.embedInCode("Resources/faultline.schema.json")]),
         // Example URLSession clients, a careful one and a naive one, judged by the tests against the bundled scenarios.
         .target(name: "ExampleClients", path: "Examples/ExampleClients"),
         .testTarget(name: "FaultlineCoreTests", dependencies: ["FaultlineCore"]),
         // The HTTP/2 codec on a fake transport and clock, no socket; an nghttp2 client session on memory plays the
         // client. FuzzChecks/ (the fake IO and the h2-frames rules) is compiled into the fuzzer too.
         .testTarget(name: "FaultlineHTTP2Tests", dependencies: ["FaultlineHTTP2", "FaultlineCore", "CNghttp2"]),
-        // `scenarios` there links to the bundled scenarios/, so the README's sample finds them next to its source file.
+        // `scenarios` there links to the bundled scenarios/, so the README's sample finds them next to its source file;
+        // InitSample/ is what `faultline init --swift` writes, its test and scenarios/example.json, byte for byte.
         .testTarget(
             name: "FaultlineTests",
             dependencies: ["Faultline", "FaultlineCore", "FaultlineClient", "FaultlineTLS", "FaultlineTesting", "ExampleClients"],
-            exclude: ["scenarios"]),
+            exclude: ["scenarios", "InitSample/scenarios"]),
         // The CLI's parser and commands, called directly (`@testable import FaultlineCLI`: SwiftPM links an
         // executable target's code into a test target). Tests that run the built binary stay in FaultlineTests.
         .testTarget(name: "FaultlineCLITests", dependencies: ["FaultlineCLI", "Faultline", "FaultlineCore"]),

@@ -14,6 +14,8 @@ package enum CommandLineRequest: Equatable, Sendable {
     case ca(CAOptions)
     /// Proxy to an upstream and write what went by as a scenario (`faultline record`).
     case record(RecordOptions)
+    /// Write a starter scenarios/ folder, and sample tests with `--pytest`, `--shell`, `--swift` (`faultline init`).
+    case initialize(InitOptions)
     /// Print the shell's completion script (`faultline completions bash`).
     case completions(Completions.Shell)
     case help(topic: String?)
@@ -45,8 +47,39 @@ package struct ServeOptions: Equatable, Sendable {
     package var adminPort: Int?
     /// Conditions on every connection from the start (a preset's name).
     package var conditions: LinkShape?
+    /// `--empty`: start with no scenario loaded (load them later with `POST /__faultline/scenarios`).
+    package var empty = false
 
     package init() {}
+}
+
+/// Options of `faultline init`.
+package struct InitOptions: Equatable, Sendable {
+    /// The folder that gets `scenarios/` (and the sample tests); `.` by default.
+    package var directory = "."
+    /// Also write `test_faultline_example.py` (pytest, standard library only).
+    package var pytest = false
+    /// Also write `faultline-example.sh` (bash and curl).
+    package var shell = false
+    /// Also write `FaultlineExampleTests.swift` (Swift Testing).
+    package var swift = false
+    /// Overwrite files that exist.
+    package var force = false
+
+    package init(directory: String = ".", pytest: Bool = false, shell: Bool = false, swift: Bool = false,
+                 force: Bool = false) {
+        self.directory = directory
+        self.pytest = pytest
+        self.shell = shell
+        self.swift = swift
+        self.force = force
+    }
+}
+
+/// `init` while parsing: the folder may be given once.
+struct InitParse {
+    var options = InitOptions()
+    var directoryGiven = false
 }
 
 /// Options of `faultline record`.
@@ -346,13 +379,14 @@ package enum FaultlineCommandLine {
         """
 
     /// The commands a topic of `faultline help` or a did-you-mean can name, in `--help`'s order.
-    static let commandNames = ["serve", "record", "validate", "verify", "export", "ca", "completions"]
+    static let commandNames = ["serve", "record", "validate", "verify", "export", "ca", "init", "completions"]
 
     /// Each command's option names (each option's, long name first), for saying which command has an option.
     static var optionNames: [(command: String, names: [[String]])] {
         [(serve.name, serve.options.map(\.names)), (record.name, record.options.map(\.names)),
          (validate.name, validate.options.map(\.names)), (verify.name, verify.options.map(\.names)),
-         (export.name, export.options.map(\.names)), (ca.name, ca.options.map(\.names))]
+         (export.name, export.options.map(\.names)), (ca.name, ca.options.map(\.names)),
+         (initialize.name, initialize.options.map(\.names))]
     }
 
     /// What follows `COMMAND: unknown option FLAG`: ` (an option of serve)` when other commands have it, else
@@ -381,7 +415,8 @@ package enum FaultlineCommandLine {
     static let serve = CommandSpec<ServeParse>(
         name: "serve",
         summary: """
-            Serve the scenario files or folders given (default: ./scenarios). The first line on stdout is \
+            Serve the scenario files or folders given (default: ./scenarios; none with --empty). The first line on \
+            stdout is \
             "listening on http://HOST:PORT". Stops cleanly on SIGINT, SIGTERM or POST /__faultline/shutdown. \
             SIGHUP reloads the scenario files.
             """,
@@ -491,6 +526,9 @@ package enum FaultlineCommandLine {
             OptionSpec(["--proxy-ca-file"], value: "F", "trust the CA certificates in F (PEM) for an https upstream") {
                 parse, text in parse.proxyCAFile = text
             },
+            OptionSpec(["--empty"], """
+                start with no scenario loaded (no PATHS): load them later with POST /__faultline/scenarios
+                """) { parse, _ in parse.options.empty = true },
         ],
         positional: { parse, path in parse.options.paths.append(path) })
 
@@ -633,6 +671,37 @@ package enum FaultlineCommandLine {
         ],
         positional: { _, _ in })
 
+    static let initialize = CommandSpec<InitParse>(
+        name: "init",
+        summary: """
+            Write a starter DIR/scenarios/ (default DIR: .): the JSON Schema and example.json, a route that \
+            answers 429 with Retry-After twice, then 200, and expects the client to wait as asked; --pytest, \
+            --shell and --swift add a sample test that drives it. Refuses to overwrite a file unless --force.
+            """,
+        positionals: "DIR", positionalsOptional: true,
+        options: [
+            OptionSpec(["--pytest"], "also write DIR/test_faultline_example.py (pytest, Python's standard library only)") {
+                parse, _ in parse.options.pytest = true
+            },
+            OptionSpec(["--shell"], "also write DIR/faultline-example.sh (bash and curl, ends with faultline verify)") {
+                parse, _ in parse.options.shell = true
+            },
+            OptionSpec(["--swift"], """
+                also write DIR/FaultlineExampleTests.swift (Swift Testing, FaultlineServer.with) and print what \
+                Package.swift needs
+                """) { parse, _ in parse.options.swift = true },
+            OptionSpec(["--force"], "overwrite files init would write that exist already") { parse, _ in
+                parse.options.force = true
+            },
+        ],
+        positional: { (parse: inout InitParse, text: String) throws(CommandLineError) in
+            guard !parse.directoryGiven else {
+                throw CommandLineError(message: "init: give one folder, got \"\(parse.options.directory)\" and \"\(text)\"")
+            }
+            parse.options.directory = text
+            parse.directoryGiven = true
+        })
+
     /// `head` as it is, then `body` wrapped at `width` columns, continuation lines indented to `indent`.
     private static func wrap(_ head: String, _ body: String, indent: Int, width: Int = 110) -> [String] {
             var lines: [String] = []
@@ -694,6 +763,7 @@ package enum FaultlineCommandLine {
         case verify.name: return page(verify)
         case export.name: return page(export)
         case ca.name: return page(ca)
+        case initialize.name: return page(initialize)
         case "completions":
             return (["faultline completions bash|zsh|fish", ""] + wrap("", Completions.summary, indent: 0)
                 + ["", "Every command: faultline --help"]).joined(separator: "\n")
@@ -704,7 +774,8 @@ package enum FaultlineCommandLine {
     /// `--help`, generated from the declarations above.
     package static var usage: String {
         var text = ["faultline \(Faultline.version) — a fault-injecting stub HTTP/1.1 and HTTP/2 server", "", "USAGE"]
-        for command in [serve.synopsis, record.synopsis, validate.synopsis, verify.synopsis, export.synopsis, ca.synopsis] {
+        for command in [serve.synopsis, record.synopsis, validate.synopsis, verify.synopsis, export.synopsis, ca.synopsis,
+                        initialize.synopsis] {
             text += synopsisLines(command, lead: "  ", indent: 18)
         }
         text.append("  faultline completions bash|zsh|fish")
@@ -712,7 +783,7 @@ package enum FaultlineCommandLine {
         text.append("")
         let summaries = [(serve.name, serve.summary), (record.name, record.summary), (validate.name, validate.summary),
                          (verify.name, verify.summary),
-                         (export.name, export.summary), (ca.name, ca.summary),
+                         (export.name, export.summary), (ca.name, ca.summary), (initialize.name, initialize.summary),
                          ("completions", Completions.summary)]
         for (name, summary) in summaries {
             text += wrap("  " + padded(name, 11), summary, indent: 13)
@@ -724,6 +795,7 @@ package enum FaultlineCommandLine {
             + export.options.map { ($0.names, $0.value, $0.help) }
             + verify.options.filter { !["--url", "--port-file"].contains($0.names[0]) }.map { ($0.names, $0.value, $0.help) }
             + ca.options.map { ($0.names, $0.value, $0.help) }
+            + initialize.options.map { ($0.names, $0.value, $0.help) }
         // An option two commands share word for word (--tls-dir of serve and ca) is listed once.
         var listed: [(names: [String], value: String?, help: String)] = []
         for (names, value, help) in options where !listed.contains(where: { $0 == (names, value, help) }) {
@@ -732,7 +804,8 @@ package enum FaultlineCommandLine {
         }
         text += ["", "EXIT CODES"]
         text += wrap("  ", """
-            0 success · 1 scenario files invalid, a verdict failed, or a file (export, --junit, --html) could not be \
+            0 success · 1 scenario files invalid or none found, a verdict failed, or a file (export, --junit, --html, \
+            init) could not be \
             written · 2 server failed to start (port in use, journal file not writable) or could not be reached, or \
             the CA's folder could not be used · 64 bad command line
             """, indent: 2)
@@ -775,6 +848,15 @@ package enum FaultlineCommandLine {
                 }
                 parse.options.proxy?.caFile = caFile
             }
+            if parse.options.empty {
+                guard parse.options.paths.isEmpty else {
+                    throw CommandLineError(message: "serve: --empty starts with no scenarios, so it takes no PATHS; got "
+                        + parse.options.paths.map { "\"\($0)\"" }.joined(separator: ", "))
+                }
+                guard !parse.options.watch else {
+                    throw CommandLineError(message: "serve: --watch watches scenario files, and --empty has none")
+                }
+            }
             return .serve(parse.options)
         case "record":
             var parse = RecordParse()
@@ -810,6 +892,10 @@ package enum FaultlineCommandLine {
             var parse = CAParse()
             guard try ca.parse(rest, into: &parse) else { return .help(topic: "ca") }
             return .ca(try caOptions(parse))
+        case "init":
+            var parse = InitParse()
+            guard try initialize.parse(rest, into: &parse) else { return .help(topic: "init") }
+            return .initialize(parse.options)
         default:
             throw unknownCommand(command)
         }

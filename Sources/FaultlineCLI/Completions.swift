@@ -72,7 +72,7 @@ package enum Completions {
     static var commands: [Command] {
         typealias Line = FaultlineCommandLine
         return [entry(Line.serve), entry(Line.record), entry(Line.validate), entry(Line.verify), entry(Line.export),
-                entry(Line.ca),
+                entry(Line.ca), entry(Line.initialize),
                 Command(name: "completions", summary: Option(names: [], help: summary).brief, paths: false, options: [])]
     }
 

@@ -93,9 +93,14 @@ case .export(let options):
     finish(await RemoteCommands.export(options, environment: ProcessInfo.processInfo.environment))
 case .ca(let options):
     finish(CACommand.run(options))
+case .initialize(let options):
+    finish(InitCommand.run(options))
 case .record(let options):
     var configuration = FaultlineServer.Configuration(host: options.host, port: options.port, scenarios: [])
     configuration.requestLog = options.requestLog
+    if options.requestLog != nil {
+        configuration.onStop = { summary in writeStandardError(ServeSummary.line(summary, verdicts: false) + "\n") }
+    }
     var proxy = ProxyConfig(upstream: options.upstream, unmatched: .forward, caFile: options.caFile)
     proxy.verify = true
     configuration.proxy = proxy
@@ -131,11 +136,25 @@ case .record(let options):
     await server.waitUntilStopped()
     exit(0)
 case .serve(let options):
-    let paths = options.paths.isEmpty ? ["scenarios"] : options.paths
+    let paths = options.empty ? [] : options.paths.isEmpty ? ["scenarios"] : options.paths
+    let startHint = "write a starter folder with `faultline init`, name scenario files or folders "
+        + "(faultline serve PATHS…), or start with none: `faultline serve --empty`, then POST /__faultline/scenarios"
+    if options.paths.isEmpty, !options.empty, access("scenarios", F_OK) != 0 {
+        fail("not serving: no scenarios: no PATHS given, and there is no ./scenarios folder to serve by default\n"
+            + "faultline: \(startHint)", code: 1)
+    }
     let scenarios: [Scenario]
     do {
         scenarios = try ScenarioLoader.load(paths: paths)
     } catch {
+        // Folders with no scenario in them, and nothing else wrong: say what was looked for, and how to start.
+        let emptyFolders = error.errors.filter { $0.jsonPath.isEmpty && $0.message == "no scenario files (*.json) in this folder" }
+        if emptyFolders.count == error.errors.count {
+            fail("not serving: found no *.json scenario in "
+                + emptyFolders.map { $0.file == "scenarios" && options.paths.isEmpty ? "./scenarios (the default)" : $0.file }
+                    .joined(separator: ", ")
+                + " (*.schema.json files are not scenarios)\nfaultline: \(startHint)", code: 1)
+        }
         for problem in error.errors { writeStandardError("\(problem)\n") }
         fail("not serving: \(error.errors.count) problem(s) in the scenario files", code: 1)
     }
@@ -151,6 +170,9 @@ case .serve(let options):
     configuration.proxy = options.proxy
     configuration.adminPort = options.adminPort
     configuration.conditions = options.conditions
+    if options.requestLog != nil {
+        configuration.onStop = { summary in writeStandardError(ServeSummary.line(summary) + "\n") }
+    }
     configuration.onReload = { reload in
         writeStandardError("faultline: \(reload)\n")
     }
@@ -180,8 +202,13 @@ case .serve(let options):
     // stdout is a pipe when a test suite starts us: flush so the first line arrives now, not at exit.
     fflush(nil)
     let routes = scenarios.reduce(0) { $0 + $1.routes.count }
-    writeStandardError(
-        "faultline: \(scenarios.count) scenario(s), \(routes) route(s); admin API at \(server.baseURL.absoluteString)/__faultline/\n")
+    if options.empty {
+        writeStandardError("faultline: no scenarios (--empty): load them with POST \(server.baseURL.absoluteString)"
+            + "/__faultline/scenarios; admin API at \(server.baseURL.absoluteString)/__faultline/\n")
+    } else {
+        writeStandardError(
+            "faultline: \(scenarios.count) scenario(s), \(routes) route(s); admin API at \(server.baseURL.absoluteString)/__faultline/\n")
+    }
     if let watching {
         writeStandardError("faultline: watching the scenario files (\(watching))\n")
     }

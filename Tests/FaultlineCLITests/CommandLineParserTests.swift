@@ -58,6 +58,21 @@ import Testing
         #expect(Self.error("export --format=pdf") == "export: --format must be har, ndjson or html, got \"pdf\"")
     }
 
+    @Test func parsesInitAndServeEmpty() throws {
+        #expect(try Self.parse("init") == .initialize(InitOptions()))
+        #expect(try Self.parse("init --swift demo --pytest --shell --force")
+            == .initialize(InitOptions(directory: "demo", pytest: true, shell: true, swift: true, force: true)))
+        #expect(try Self.parse("init demo --help") == .help(topic: "init"))
+        #expect(Self.error("init a b") == #"init: give one folder, got "a" and "b""#)
+        #expect(Self.error("init --pytset") == "init: unknown option --pytset; did you mean --pytest?")
+        #expect(Self.error("serve --force") == "serve: unknown option --force (an option of init)")
+        guard case .serve(let empty) = try Self.parse("serve --empty") else { Issue.record(); return }
+        #expect(empty.empty && empty.paths.isEmpty)
+        #expect(Self.error("serve --empty scenarios")
+            == #"serve: --empty starts with no scenarios, so it takes no PATHS; got "scenarios""#)
+        #expect(Self.error("serve -w --empty") == "serve: --watch watches scenario files, and --empty has none")
+    }
+
     @Test func quietAndLogFormatDoNotDependOnTheirOrder() throws {
         #expect(try Self.parse("serve --quiet --log-format json") == Self.parse("serve --log-format json --quiet"))
         guard case .serve(let quiet) = try Self.parse("serve --log-format=json -q") else { Issue.record(); return }
@@ -101,7 +116,7 @@ import Testing
         #expect(Self.error("serv") == #"unknown command "serv"; did you mean "serve"?"#)
         #expect(Self.error("vrify --strict") == #"unknown command "vrify"; did you mean "verify"?"#)
         #expect(Self.error("frobnicate")
-            == #"unknown command "frobnicate"; try serve, record, validate, verify, export, ca, completions, --help or --version"#)
+            == #"unknown command "frobnicate"; try serve, record, validate, verify, export, ca, init, completions, --help or --version"#)
         #expect(Self.error("serve --tls-prot 0") == "serve: unknown option --tls-prot; did you mean --tls-port?")
         #expect(Self.error("serve --tls-prot=0") == "serve: unknown option --tls-prot; did you mean --tls-port?")
         #expect(Self.error("record --upstrem http://h:1") == "record: unknown option --upstrem; did you mean --upstream?")

@@ -273,6 +273,24 @@ import Testing
         #expect(journal.entries.map(\.sequence) == [8] && journal.totalRecorded == 8)
     }
 
+    @Test func requestOutcomesCountEveryRequestEvictedAndClearedOnesToo() {
+        #expect(ExchangeOutcome.allCases.map(\.counterIndex) == Array(ExchangeOutcome.allCases.indices))
+        var journal = Journal(capacity: 2)
+        for outcome in [ExchangeOutcome.completed, .resetSent, .completed, .pending] {
+            var entry = Self.entry(route: "r")
+            entry.outcome = outcome
+            journal.record(entry)
+        }
+        var attempt = Self.entry(route: nil)
+        attempt.isConnectionEntry = true   // a connection's entry is no request
+        journal.record(attempt)
+        journal.update(4) { $0.outcome = .cancelled }   // kept: counted as it ends
+        #expect(journal.requestOutcomes().map { "\($0.count) \($0.outcome.rawValue)" }
+            == ["2 completed", "1 reset-sent", "1 cancelled"])
+        journal.clear()
+        #expect(journal.requestOutcomes().map(\.count) == [2, 1, 1])
+    }
+
     @Test func receiveTimesAreISO8601InUTC() {
         #expect(JournalEntry.iso8601(0) == "1970-01-01T00:00:00.000Z")
         #expect(JournalEntry.iso8601(951_782_400.5) == "2000-02-29T00:00:00.500Z")

@@ -8,6 +8,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import requests
+
+from conftest import FaultlineProcess, faultline_binary
 
 SCENARIOS_DIR = Path(__file__).resolve().parents[2] / "scenarios"
 
@@ -164,3 +167,97 @@ def test_a_shadowed_route_is_a_warning_from_validate_and_serve(run_cli, write_sc
     assert run_cli("validate", shop, catalogue).stderr == ""
     server = start_faultline(catalogue, shop, args=["--quiet"])
     assert server.stderr().splitlines()[:2] == warnings
+
+
+# -- serve with no scenarios, --empty, the summary at shutdown ------------------------------------------------------
+
+def serve_in(folder, *args):
+    return subprocess.run([faultline_binary(), "serve", "--port", "0", *map(str, args)], capture_output=True,
+                          text=True, stdin=subprocess.DEVNULL, timeout=10, cwd=folder)
+
+
+def test_serve_with_no_scenarios_says_what_it_looked_for(tmp_path):
+    missing = serve_in(tmp_path)
+    assert missing.returncode == 1, missing
+    assert "listening on" not in missing.stdout
+    lines = missing.stderr.splitlines()
+    assert lines[0] == ("faultline: not serving: no scenarios: no PATHS given, and there is no ./scenarios folder "
+                        "to serve by default")
+    assert "`faultline init`" in lines[1] and "`faultline serve --empty`" in lines[1], lines
+    (tmp_path / "scenarios").mkdir()
+    (tmp_path / "scenarios" / "faultline.schema.json").write_text("{}")
+    empty = serve_in(tmp_path)
+    assert empty.returncode == 1, empty
+    assert empty.stderr.splitlines()[0] == ("faultline: not serving: found no *.json scenario in ./scenarios "
+                                            "(the default) (*.schema.json files are not scenarios)")
+    assert "`faultline init`" in empty.stderr
+    named = serve_in("/", tmp_path / "scenarios")
+    assert named.returncode == 1, named
+    assert named.stderr.startswith(f"faultline: not serving: found no *.json scenario in {tmp_path}/scenarios (")
+    # A folder with a broken file is a broken file, not an empty folder.
+    (tmp_path / "scenarios" / "broken.json").write_text(BROKEN)
+    broken = serve_in(tmp_path)
+    assert broken.returncode == 1 and "routes[0].responses[1]" in broken.stderr and "init" not in broken.stderr
+
+
+LATE = {"name": "late", "routes": [
+    {"id": "late", "match": {"method": "GET", "path": "/late"}, "responses": [{"status": 200, "json": {"late": True}}]}]}
+
+
+def test_serve_empty_starts_with_none_and_loads_over_the_admin_api(tmp_path):
+    server = FaultlineProcess([faultline_binary(), "serve", "--empty", "--port", "0"], tmp_path / "empty.stderr")
+    try:
+        server.wait_listening()
+        assert server.admin_json("GET", "scenarios")["scenarios"] == []
+        assert requests.get(f"{server.url}/late", timeout=10).status_code == 404
+        assert server.admin_json("POST", "scenarios", json=LATE)["loaded"] == ["late"]
+        answer = requests.get(f"{server.url}/late", timeout=10)
+        assert answer.status_code == 200 and answer.json() == {"late": True}
+        assert "no scenarios (--empty): load them with POST" in server.stderr()
+    finally:
+        assert server.stop() == 0, server.stderr()
+
+
+def test_serve_empty_takes_no_paths(run_cli):
+    with_paths = run_cli("serve", "--empty", SCENARIOS_DIR)
+    assert with_paths.returncode == 64
+    assert f'serve: --empty starts with no scenarios, so it takes no PATHS; got "{SCENARIOS_DIR}"' in with_paths.stderr
+    watching = run_cli("serve", "--empty", "--watch")
+    assert watching.returncode == 64 and "--watch watches scenario files, and --empty has none" in watching.stderr
+
+
+BUSY = {"name": "busy", "expect": {"honorsRetryAfter": True}, "routes": [
+    {"id": "ok", "match": {"path": "/ok"}, "responses": [{"status": 200}]},
+    {"id": "busy", "match": {"path": "/busy"},
+     "responses": [{"status": 429, "headers": {"Retry-After": "5"}}, {"status": 200}]}]}
+
+
+def test_serve_prints_one_summary_line_when_it_stops(start_faultline, write_scenario):
+    busy = write_scenario(BUSY)
+    faults = SCENARIOS_DIR / "connection-faults.json"
+    for args in ([], ["--quiet"]):
+        server = start_faultline(busy, faults, args=args)
+        assert requests.get(f"{server.url}/ok", timeout=10).status_code == 200
+        assert requests.get(f"{server.url}/busy", timeout=10).status_code == 429
+        assert requests.get(f"{server.url}/busy", timeout=10).status_code == 200  # 5 s too early
+        with pytest.raises(requests.ConnectionError):
+            requests.get(f"{server.url}/faults/reset", timeout=10)
+        server.wait_for(4)
+        assert server.stop() == 0, server.stderr()
+        last = server.stderr().splitlines()[-1]
+        summary = ("faultline: served 4 requests (3 completed, 1 reset-sent); "
+                   "verdicts: 1 of 1 failed (honorsRetryAfter)")
+        if args:
+            assert summary not in server.stderr() and not last.startswith("faultline: served"), last
+        else:
+            assert last == summary
+
+
+def test_the_summary_counts_evicted_requests_and_follows_a_shutdown_request(start_faultline):
+    server = start_faultline(SCENARIOS_DIR / "flaky-catalogue.json", args=["--max-journal", "1"])
+    for _ in range(3):
+        assert requests.get(f"{server.url}/healthz", timeout=10).status_code == 200
+    assert server.admin("POST", "shutdown").status_code == 202
+    assert server.wait_exit(timeout=10) == 0, server.stderr()
+    assert server.stderr().splitlines()[-1] == \
+        "faultline: served 3 requests (3 completed); verdicts: all 3 passed (3 inconclusive)"

@@ -42,9 +42,10 @@ def fish_complete(script, line):
 
 def test_bash_completes_commands_options_and_their_values(scripts, tmp_path):
     bash = scripts["bash"]
-    assert bash_complete(bash, "") == ["serve", "record", "validate", "verify", "export", "ca", "completions",
-                                       "--help", "--version"]
+    assert bash_complete(bash, "") == ["serve", "record", "validate", "verify", "export", "ca", "init",
+                                       "completions", "--help", "--version"]
     assert bash_complete(bash, "ve") == ["verify"]
+    assert sorted(bash_complete(bash, "init", "--")) == ["--force", "--help", "--pytest", "--shell", "--swift"]
     assert sorted(bash_complete(bash, "serve", "--tls-c")) == ["--tls-cert-file", "--tls-certificate"]
     assert "expired" in bash_complete(bash, "serve", "--tls-certificate", "") and \
         bash_complete(bash, "serve", "--tls-certificate", "wr") == ["wrong-host"]
@@ -81,7 +82,7 @@ def test_every_declared_option_is_in_every_script(scripts, run_cli):
 def test_fish_completes_as_fish_asks(scripts):
     fish = scripts["fish"]
     commands = fish_complete(fish, "faultline ")
-    assert {"serve", "verify", "export", "ca", "completions"} <= set(commands)
+    assert {"serve", "verify", "export", "ca", "init", "completions"} <= set(commands)
     assert sorted(fish_complete(fish, "faultline export --format ")) == ["har", "html", "ndjson"]  # fish sorts
     assert "self-signed" in fish_complete(fish, "faultline serve --tls-certificate ")
     assert "--strict" in fish_complete(fish, "faultline verify --")

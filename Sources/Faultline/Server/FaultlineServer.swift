@@ -11,6 +11,21 @@ public enum Faultline {
     public static let version = "0.1.0"
 }
 
+/// What a server served, told when it stops (`Configuration.onStop`), taken on the loop thread.
+package struct StopSummary: Sendable {
+    /// Every request ever journaled, evicted and cleared ones too, by outcome (`Journal.requestOutcomes`).
+    package var outcomes: [(outcome: ExchangeOutcome, count: Int)]
+    /// The verdicts of the loaded scenarios' `expect`, judged on the entries still kept, as `GET /report` does.
+    package var report: Report
+
+    package init(outcomes: [(outcome: ExchangeOutcome, count: Int)], report: Report) {
+        self.outcomes = outcomes
+        self.report = report
+    }
+
+    package var requests: Int { outcomes.reduce(0) { $0 + $1.count } }
+}
+
 /// A running Faultline server: a libevent loop on its own thread, serving the scripted routes and the admin
 /// API on one port. Start one per test (port 0 picks a free port); every method is safe from any thread and
 /// is carried out on the loop thread.
@@ -62,6 +77,9 @@ public final class FaultlineServer: Sendable {
         public var adminPort: Int?
         /// Network conditions every connection gets from the start (`serve --conditions`); a reset keeps them.
         public var conditions: LinkShape?
+        /// Told once when the server stops, on the loop thread, after every connection was cut (their pending
+        /// exchanges journaled `cancelled`): what it served and the verdicts. The CLI prints it as one line.
+        package var onStop: (@Sendable (StopSummary) -> Void)?
 
         public init(
             host: String = "127.0.0.1", port: Int = 0, scenarios: [Scenario] = [], journalCapacity: Int = 10_000,

@@ -487,6 +487,9 @@ final class ServerCore: @unchecked Sendable {
         closeTask.close()
         journalFile?.close()
         requestLog?.close()
+        if let onStop = configuration.onStop {
+            onStop(StopSummary(outcomes: journal.requestOutcomes(), report: Report(engine.report(journal: journal.entries))))
+        }
         loop.breakLoop()
     }
 

@@ -81,6 +81,10 @@ package struct Journal: Sendable {
     private var earlierRoutes: [DecisionSource: Int] = [:]
     private var currentRoute: DecisionSource?
     private var currentRouteCount = 0
+    /// How the request entries no longer kept (evicted or cleared) had ended when they went, by
+    /// `ExchangeOutcome.counterIndex`: with the kept ones, `requestOutcomes`. An array, not a dictionary, since an
+    /// eviction is on the request path once the journal is full.
+    private var droppedOutcomes = [Int](repeating: 0, count: ExchangeOutcome.allCases.count)
 
     package init(capacity: Int = 10_000, maxBodyBytes: Int = 64 * 1024) {
         self.capacity = max(capacity, 1)
@@ -119,6 +123,7 @@ package struct Journal: Sendable {
         if ring.count < capacity {
             ring.append(entry)
         } else {
+            if ring[start].isRequestEntry { droppedOutcomes[ring[start].outcome.counterIndex] += 1 }
             ring[start] = entry
             start = (start + 1) % capacity
             firstSequence += 1
@@ -157,9 +162,21 @@ package struct Journal: Sendable {
 
     /// Forgets every kept entry; counters and sequence numbers carry on.
     package mutating func clear() {
+        for entry in ring where entry.isRequestEntry { droppedOutcomes[entry.outcome.counterIndex] += 1 }
         ring.removeAll(keepingCapacity: true)
         start = 0
         firstSequence = nextSequence
+    }
+
+    /// Every request entry ever recorded (not connection attempts or network changes), by how its exchange ended:
+    /// the kept entries as they are now, the evicted and cleared ones as they were when they went (one still
+    /// pending then is counted `pending`: its end was never journaled). Outcomes with no request are left out.
+    package func requestOutcomes() -> [(outcome: ExchangeOutcome, count: Int)] {
+        var counts = droppedOutcomes
+        for entry in ring where entry.isRequestEntry { counts[entry.outcome.counterIndex] += 1 }
+        return ExchangeOutcome.allCases.compactMap { outcome in
+            counts[outcome.counterIndex] > 0 ? (outcome, counts[outcome.counterIndex]) : nil
+        }
     }
 
     /// The counters as the admin API shows them.
@@ -173,5 +190,30 @@ package struct Journal: Sendable {
             ("unmatched", .int(totalUnmatched)),
             ("perRoute", .object(perRoute.sorted { $0.key < $1.key }.map { ($0.key, JSONValue.int($0.value)) })),
         ])
+    }
+}
+
+extension JournalEntry {
+    /// A request's entry, not a connection's (an attempt, a TLS handshake) or a network change.
+    package var isRequestEntry: Bool { !isConnectionEntry && !isNetworkChange }
+}
+
+extension ExchangeOutcome {
+    /// The case's place in `allCases`, without hashing its raw value.
+    var counterIndex: Int {
+        switch self {
+        case .pending: 0
+        case .completed: 1
+        case .clientClosed: 2
+        case .resetSent: 3
+        case .closedByFault: 4
+        case .halfClosed: 5
+        case .hangReleased: 6
+        case .cancelled: 7
+        case .rejected: 8
+        case .connectionClosing: 9
+        case .streamReset: 10
+        case .notProcessed: 11
+        }
     }
 }
