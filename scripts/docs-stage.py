@@ -3,9 +3,11 @@
 
 Usage: scripts/docs-stage.py SOURCE OUT
 
-SOURCE is a checkout (README.md, docs/, mkdocs.yml); OUT gets src/ (docs/ copied, symlinks followed, and README.md
-as index.md; a placeholder api/documentation/MODULE/index.html for each of $DOCS_API_MODULES) and mkdocs.yml (INHERIT: SOURCE/mkdocs.yml, with docs_dir OUT/src, site_dir OUT/site and the nav without
-the entries whose page does not exist yet, each named on stderr).
+SOURCE is a checkout (README.md, docs/, mkdocs.yml); OUT gets src/ (docs/ copied, symlinks followed; README.md as
+index.md; placeholders api/documentation/index.html and api/documentation/MODULE/index.html for each module in
+$DOCS_API_MODULES, which DocC's pages replace in the built site) and mkdocs.yml (INHERIT: SOURCE/mkdocs.yml, with
+docs_dir OUT/src, site_dir OUT/site and the nav without the entries whose page does not exist yet, named on stderr;
+with DOCS_REQUIRE_ALL_PAGES=1 such an entry fails the staging).
 
 Links are written for GitHub, where the README links `docs/x.md` and a page in docs/ links `../README.md` or
 `../Sources/...`. Each relative link in a page (inline `[t](url)`, a reference definition `[r]: url`, an HTML
@@ -37,7 +39,7 @@ REFERENCE = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*(<[^>]*>|\S+)")
 HTML_ATTRIBUTE = re.compile(r"\b(?:href|src)\s*=\s*\"([^\"]*)\"")
 PLACEHOLDER = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{module}: Swift API reference</title></head>
-<body><h1 id="{module}">{module}</h1>
+<body><h1>{module}</h1>
 <p>The Swift API reference is made by DocC in <code>make docs</code>; this build skipped it (DOCC=0).</p></body></html>
 """
 SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
@@ -193,15 +195,18 @@ def main():
 
     # DocC's pages are copied into the built site after mkdocs (scripts/docs.sh): until then, and for good when
     # DocC is skipped, each module's entry page is a placeholder, so that the nav and links to it resolve.
-    for module in os.environ.get("DOCS_API_MODULES", "").split():
-        placeholder = src / "api" / "documentation" / module.lower() / "index.html"
+    modules = os.environ.get("DOCS_API_MODULES", "").split()
+    for module in (["Faultline Swift API"] if modules else []) + modules:
+        folder = () if " " in module else (module.lower(),)
+        placeholder = src.joinpath("api", "documentation", *folder, "index.html")
         placeholder.parent.mkdir(parents=True, exist_ok=True)
         placeholder.write_text(PLACEHOLDER.format(module=module), encoding="utf-8")
     present = {path.relative_to(src).as_posix() for path in src.rglob("*") if path.is_file()}
     dropped = []
     nav = nav_pages(config.get("nav") or [], present, dropped)
-    for entry in dropped:
-        print(f"docs-stage: not in the nav, its page is not there yet: {entry}", file=sys.stderr)
+    if dropped:
+        print(f"docs-stage: {len(dropped)} nav entries left out, their pages are not there yet: "
+              + ", ".join(entry.rsplit(": ", 1)[-1] for entry in dropped), file=sys.stderr)
     if dropped and os.environ.get("DOCS_REQUIRE_ALL_PAGES") == "1":
         stager.errors.append(f"{len(dropped)} nav entries have no page (DOCS_REQUIRE_ALL_PAGES=1)")
 
