@@ -52,7 +52,8 @@ def repository_files(source):
     if listed.returncode == 0 and (source / ".git").exists():
         files = {name for name in listed.stdout.decode().split("\0") if name}
     else:
-        files = {path.relative_to(source).as_posix() for path in source.rglob("*") if path.is_file()}
+        files = {(Path(folder) / name).relative_to(source).as_posix()
+                 for folder, _, names in os.walk(source, followlinks=True) for name in names}
     folders = {posixpath.dirname(name) for name in files}
     for folder in list(folders):
         while folder:
@@ -174,7 +175,10 @@ def main():
     out = Path(sys.argv[2]).resolve()
     config_path = source / "mkdocs.yml"
     with open(config_path, encoding="utf-8") as file:
-        config = yaml.load(file, Loader=get_yaml_loader())
+        loader = get_yaml_loader()
+        # `!relative` (theme.custom_dir) is mkdocs' to resolve when it builds; here only nav and repo_url are read.
+        loader.add_constructor("!relative", lambda loader, node: loader.construct_scalar(node))
+        config = yaml.load(file, Loader=loader)
     repo_url = config.get("repo_url")
     if not repo_url:
         sys.exit(f"docs-stage: no repo_url in {config_path}")
@@ -216,9 +220,12 @@ def main():
         sys.exit(1)
 
     child = {"INHERIT": str(config_path), "docs_dir": str(src), "site_dir": str(out / "site"), "nav": nav}
-    custom_dir = (config.get("theme") or {}).get("custom_dir")
-    if custom_dir:
-        child["theme"] = {"custom_dir": str(source / custom_dir)}
+    # The theme whole (INHERIT replaces it, not merges it), with custom_dir made absolute: relative, it would be read
+    # beside the generated config.
+    theme = dict(config.get("theme") or {})
+    if theme.get("custom_dir"):
+        theme["custom_dir"] = str(source / theme["custom_dir"])
+        child["theme"] = theme
     (out / "mkdocs.yml").write_text(json.dumps(child, indent=2) + "\n", encoding="utf-8")
 
 

@@ -80,7 +80,9 @@ if [ "$docc" != 0 ]; then
     base="$(python3 -c '
 import sys, urllib.parse, yaml
 from mkdocs.utils.yaml import get_yaml_loader
-config = yaml.load(open(sys.argv[1], encoding="utf-8"), Loader=get_yaml_loader())
+loader = get_yaml_loader()
+loader.add_constructor("!relative", lambda loader, node: loader.construct_scalar(node))
+config = yaml.load(open(sys.argv[1], encoding="utf-8"), Loader=loader)
 print("/".join(part for part in (urllib.parse.urlsplit(config.get("site_url") or "").path.strip("/"), "api") if part))
 ' "$source_dir/mkdocs.yml")"
     archives=()

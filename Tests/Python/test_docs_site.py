@@ -71,7 +71,7 @@ def test_checker_passes_good_links_and_lists_external_ones(tmp_path):
 def test_checker_reports_a_missing_page(tmp_path):
     site = synthetic_site(tmp_path, '<a href="nowhere/">n</a><img src="img/missing.png">')
     broken, _ = check_site_links.check(site)
-    assert broken == ["index.html: nowhere/: no such file nowhere/index.html",
+    assert broken == ["index.html: nowhere/: no such file nowhere",
                       "index.html: img/missing.png: no such file img/missing.png"]
 
 
@@ -135,6 +135,7 @@ def test_docs_sh_builds_the_site_with_its_search_index(built_site):
 def copy_of_checkout(root):
     """A checkout to build from: README.md, mkdocs.yml and docs/ copied (so they can be edited), everything else
     a symbolic link to this checkout's (the staging checks that links to Sources/, LICENSE, … exist)."""
+    root.mkdir()
     for entry in REPO_ROOT.iterdir():
         if entry.name in (".git", ".build"):
             continue
@@ -168,7 +169,8 @@ def test_a_missing_anchor_fails_the_strict_build(tmp_path):
                     encoding="utf-8")
     result = run_docs("--source", str(source), "--out", str(tmp_path / "out"))
     assert result.returncode != 0
-    assert "PORTABILITY.md" in result.stderr and "no-such-heading" in result.stderr, result.stderr
+    output = result.stdout + result.stderr
+    assert "PORTABILITY" in output and "no-such-heading" in output, output
 
 
 # -- the site in a browser --------------------------------------------------------------------------------
