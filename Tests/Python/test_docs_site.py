@@ -199,11 +199,11 @@ def test_the_site_in_a_browser_has_nav_search_and_copy_buttons(browser, site_url
     titles = [link.get_attribute("textContent").strip()
               for link in browser.find_elements(By.CSS_SELECTOR, "nav.md-nav--primary a.md-nav__link")]
     assert "Architecture" in titles and "API reference (Swift)" in titles, titles
-    # Material adds a copy button to each code block from its script.
-    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "button.md-clipboard"), message="no copy button")
+    # Material adds a copy button to each code block from its script (.md-code__button in 9.8).
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".md-code__button, button.md-clipboard"), message="no copy button")
     shot = tmp_path / "docs-site.png"
     # Search: the box opens on a click; results come from search/search_index.json through a web worker.
-    browser.find_element(By.CSS_SELECTOR, "label.md-search__icon, label[for='__search']").click()
+    browser.find_element(By.TAG_NAME, "body").send_keys("/")  # material's shortcut: focus the search box
     box = wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, "input.md-search__input"))
     wait(browser, lambda d: box.is_displayed(), message="the search box never opened")
     box.send_keys("scenario")
