@@ -3,7 +3,7 @@
 SWIFT ?= swift
 PORT ?= 8080
 
-.PHONY: deps build release install dist dist-check brew-check serve test test-core test-swift test-python bench hotpath soak fuzz fuzz-ci clean
+.PHONY: deps build release install dist dist-check brew-check serve test test-core test-swift test-python docs bench hotpath soak fuzz fuzz-ci clean
 
 deps:
 	@scripts/ensure-deps.sh build
@@ -94,6 +94,16 @@ test-python:
 	@scripts/ensure-deps.sh test
 	$(SWIFT) build --product faultline
 	$(PYTEST)
+
+# The documentation site in .build/docs/site (scripts/docs.sh; open index.html, or serve the folder): the README and
+# docs/ staged with their links rewritten, `mkdocs build --strict` (mkdocs.yml; a broken link or anchor fails), the
+# Swift API reference from DocC under api/ (symbol graphs of the debug build's public modules), then
+# scripts/check-site-links.py over the result. DOCC=0 skips DocC (seconds instead of a debug build). Not part of
+# `make test` (Tests/Python/test_docs_site.py builds the site without DocC).
+DOCC ?= 1
+docs:
+	@scripts/ensure-deps.sh docs
+	DOCC=$(DOCC) SWIFT=$(SWIFT) scripts/docs.sh
 
 # wrk (and h2load for the HTTP/2 rows) against Faultline and nginx in the same run, unpinned and pinned to separate
 # cores; not part of `make test`.

@@ -14,9 +14,13 @@
 #   brew: ruby (scripts/brew-check.sh: `ruby -wc` and the formula shim), curl (the formula's test), iproute2 (`ip`:
 #   loopback up in the offline namespace) and binutils (readelf: the linkage check); Debian only, as Homebrew on a
 #   Mac checks its own formula.
-# Usage: scripts/ensure-deps.sh [build|test|bench|hotpath|dist|brew]
+#   docs: mkdocs and mkdocs-material from PyPI at the versions pinned below (scripts/docs.sh: the documentation
+#   site; DocC comes with the Swift toolchain). test installs them too, for Tests/Python/test_docs_site.py.
+# Usage: scripts/ensure-deps.sh [build|test|docs|bench|hotpath|dist|brew]
 set -euo pipefail
 need="${1:-build}"
+# The documentation site's Python packages, pinned here only (mkdocs.yml is written for these).
+docs_python_packages=(mkdocs==1.6.1 mkdocs-material==9.8.1)
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
 
@@ -162,6 +166,26 @@ if [ "$need" = test ]; then
             fi
             $sudo python3 -m pip install -q --break-system-packages --root-user-action=ignore \
                 --no-warn-script-location "${python_packages[@]}"
+        fi
+    fi
+fi
+
+if [ "$need" = test ] || [ "$need" = docs ]; then
+    # Exactly the pinned versions: a newer mkdocs-material may warn where this one does not, and --strict fails on
+    # a warning. As in test mode: pip, or where pip may not install, --break-system-packages into /usr/local.
+    if ! python3 - "${docs_python_packages[@]}" 2>/dev/null <<'PY'
+import importlib.metadata, sys
+sys.exit(any(importlib.metadata.version(name) != version for name, version in (pin.split("==") for pin in sys.argv[1:])))
+PY
+    then
+        echo "ensure-deps: installing Python packages ${docs_python_packages[*]}" >&2
+        if ! python3 -m pip install -q "${docs_python_packages[@]}" 2>/dev/null; then
+            if ! python3 -m pip --version >/dev/null 2>&1; then
+                $sudo apt-get update -qq
+                DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-pip >/dev/null
+            fi
+            $sudo python3 -m pip install -q --break-system-packages --root-user-action=ignore \
+                --no-warn-script-location "${docs_python_packages[@]}"
         fi
     fi
 fi
