@@ -3,7 +3,7 @@
 SWIFT ?= swift
 PORT ?= 8080
 
-.PHONY: deps build release install dist dist-check brew-check serve test test-core test-swift test-python docs bench hotpath soak fuzz fuzz-ci clean
+.PHONY: deps build release install reference dist dist-check brew-check serve test test-core test-swift test-python docs bench hotpath soak fuzz fuzz-ci clean
 
 deps:
 	@scripts/ensure-deps.sh build
@@ -23,6 +23,13 @@ PREFIX ?= /usr/local
 install: release
 	install -d $(PREFIX)/bin
 	install -m 755 .build/release/faultline $(PREFIX)/bin/faultline
+
+# The reference pages generated from the program's own tables (scripts/gen-reference.py): docs/reference/cli.md from
+# the debug binary's --help, scenario-fields.md from scenarios/faultline.schema.json, admin-api.md from the OpenAPI
+# document. Tests/Python/test_reference_docs.py fails when a committed page differs from what this writes.
+reference: deps
+	$(SWIFT) build --product faultline
+	FAULTLINE_BIN=$(CURDIR)/.build/debug/faultline python3 scripts/gen-reference.py
 
 # What installs without a Swift toolchain, in dist/ (scripts/dist.sh): the release binary with the Swift runtime,
 # FoundationEssentials and Dispatch linked in (no ICU, no libcurl; --static-swift-stdlib) and no $ORIGIN RUNPATH
