@@ -45,6 +45,11 @@ PLACEHOLDER = """<!DOCTYPE html>
 SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
 
+# A fence's words after the language are for Tests/Python/test_doc_samples.py; Python-Markdown's fences would take
+# them for attributes and lose the rest of the page.
+FENCE_ATTRIBUTES = re.compile(r"^(\s*```[\w-]+)[ \t]+[^\n`]*$", re.M)
+
+
 def repository_files(source):
     """The repository's files as relative POSIX paths, and their folders."""
     listed = subprocess.run(["git", "-C", str(source), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
@@ -195,6 +200,7 @@ def main():
               for path in sorted(src.rglob("*.md"))]
     for repo_path, site_path in pages:
         text = (source / repo_path).read_text(encoding="utf-8")
+        text = FENCE_ATTRIBUTES.sub(r"\1", text)   # `json file=…`, `sh proven-by=…`: the sample runner's, not the site's
         (src / site_path).write_text(stager.rewrite(repo_path, site_path, text), encoding="utf-8")
 
     # DocC's pages are copied into the built site after mkdocs (scripts/docs.sh): until then, and for good when

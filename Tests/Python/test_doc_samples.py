@@ -48,7 +48,8 @@ README = REPO_ROOT / "README.md"
 DOCUMENTS = [README] + sorted((REPO_ROOT / "docs").glob("*.md"))
 # Swift samples are compiled and run by `swift test` from these files (InitSampleTests.swift is what
 # `faultline init --swift` writes, byte for byte: test_init.py).
-SWIFT_SAMPLES = [REPO_ROOT / "Tests" / "FaultlineTests" / name for name in ("DocSampleTests.swift", "InitSampleTests.swift")]
+SWIFT_SAMPLES = [REPO_ROOT / "Tests" / "FaultlineTests" / "DocSampleTests.swift",
+                 REPO_ROOT / "Tests" / "FaultlineTests" / "InitSample" / "InitSampleTests.swift"]
 SCHEMA = json.loads((SCENARIOS_DIR / "faultline.schema.json").read_text())
 DEADLINE_S = 10.0
 
@@ -78,7 +79,8 @@ def document_blocks(path):
             attributes = dict(part.split("=", 1) if "=" in part else (part, True) for part in info[1:])
             fence = Block(page, number, section, info[0] if info else "", attributes, "")
         elif fence is not None and line.lstrip().startswith("```"):
-            fence.text = textwrap.dedent(fence.text)   # a block inside a list item is indented with it
+            if line != line.lstrip():   # a block inside a list item is indented with it
+                fence.text = textwrap.dedent(fence.text)
             blocks.append(fence)
             fence = None
         elif fence is not None:
