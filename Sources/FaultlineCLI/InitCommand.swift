@@ -74,7 +74,7 @@ package enum InitCommand {
         let directory = options.directory
         var lines = ["", "next steps:",
                      "  faultline serve \(path("scenarios", in: directory)) --port 8080    "
-                        + "# then: curl -i http://127.0.0.1:8080/v1/items/1"]
+                        + "# then: curl -sf --retry 3 http://127.0.0.1:8080/v1/items/1"]
         if options.pytest { lines.append("  python3 -m pytest \(path(pytestFile, in: directory))") }
         if options.shell {
             let script = path(shellFile, in: directory)
