@@ -112,7 +112,7 @@ import Testing
         defer { Task { await server.stop() } }
         let naive = NaiveClient(baseURL: server.baseURL)
         // 30 logical requests, not 10: on a loaded machine the scheduler's noise is all the naive client's waits
-        // are, and the slower half of 10 noisy samples per retry index could seem to grow by chance.
+        // are, and the upper quartile of 10 noisy samples per retry index could seem to grow by chance.
         for i in 0..<30 { await naive.send("GET", "reports/\(i)") }
         let backoff = try Self.outcome(server, "backoff")
         #expect(backoff.outcome == "fail", "\(backoff)")

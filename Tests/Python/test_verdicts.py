@@ -487,7 +487,7 @@ def test_urllib3_exponential_backoff_with_jitter_passes(start_faultline, write_s
         assert gaps[1] >= 190 and gaps[2] >= 390, gaps
     verdict = assert_all_pass(server, BACKOFF)["backoff"]
     assert verdict["outcome"] == "pass", verdict
-    assert verdict["explanation"].startswith(f"{LOGICAL} retried logical request(s): the slower half of the waits"), verdict
+    assert verdict["explanation"].startswith(f"{LOGICAL} retried logical request(s): the upper quartile of the waits"), verdict
 
 
 def test_constant_interval_retry_loops_fail_backoff(start_faultline, write_scenario, run_cli):
@@ -507,7 +507,7 @@ def test_constant_interval_retry_loops_fail_backoff(start_faultline, write_scena
     verdict = by_rule(answer)["backoff"]
     assert verdict["outcome"] == "fail"
     assert sorted(verdict["evidence"]) == sorted(sequences(entries))
-    assert verdict["explanation"].startswith("the intervals do not grow: the slower half of the waits before retry 1: ")
+    assert verdict["explanation"].startswith("the intervals do not grow: the upper quartile of the waits before retry 1: ")
     assert verdict["explanation"].endswith("at least ×1.15 expected"), verdict
     code, lines = verify(run_cli, server)
     assert code == 1 and any(line.startswith(f"FAIL  backoff/backoff: {verdict['explanation']}") for line in lines)

@@ -431,7 +431,10 @@ package enum Verdicts {
         package static let floorMilliseconds = 20.0
         /// The envelope must grow at least this much per retry (a log-linear fit over the judged indices).
         package static let minimumGrowth = 1.15
-        /// With `jitter`: the interquartile range of the waits at one index, over their median, at least this.
+        /// The median of the waits must grow at least this much per retry too (same fit).
+        package static let minimumMedianGrowth = 1.03
+        /// With `jitter`: the interquartile range of the waits at one index, over their median, at least this
+        /// (the weighted median over the judged indices).
         package static let minimumSpread = 0.1
     }
 
@@ -450,6 +453,18 @@ package enum Verdicts {
         return (slope, xs.indices.map { ys[$0] - (yMean + slope * (xs[$0] - xMean)) })
     }
 
+    /// The lower weighted median: the least value at which the values' cumulative weight reaches half the total.
+    static func weightedMedian(_ values: [Double], weights: [Double]) -> Double {
+        let pairs = zip(values, weights).sorted { $0.0 < $1.0 }
+        let half = weights.reduce(0, +) / 2
+        var cumulative = 0.0
+        for (value, weight) in pairs {
+            cumulative += weight
+            if cumulative >= half { return value }
+        }
+        return pairs.last?.0 ?? 0
+    }
+
     /// The `p` quantile of sorted values, linearly interpolated between ranks.
     static func quantile(_ sorted: [Double], _ p: Double) -> Double {
         let rank = p * Double(sorted.count - 1)
@@ -458,9 +473,11 @@ package enum Verdicts {
     }
 
     /// Backoff judged as statistics across logical requests, never within one: a jittered client's second wait
-    /// is often shorter than its first. The n-th retry's waits of all logical requests are one sample; its
-    /// envelope (the mean of the slower half) must grow with n, and with `jitter` the waits of one sample must
-    /// be spread. Too few samples to tell is inconclusive, not a failure.
+    /// is often shorter than its first. The n-th retry's waits of all logical requests are one sample. Its
+    /// envelope (the upper quartile) must grow with n, and so must its median, a little: a stall that delays a
+    /// few waits at one index (a loaded CI runner) can lift an upper quartile of few samples, rarely a median.
+    /// With `jitter` the waits of one sample must be spread (the weighted median of the indices' spreads, so one
+    /// stalled index does not lend jitter to a fixed schedule). Too few samples to tell is inconclusive, not a failure.
     private static func backoff(_ groups: [[JournalEntry]], jitter: Bool) -> Verdict {
         let retried = groups.filter { $0.count >= 2 }
         // waits[n]: the waits before retry n + 1, one per logical request that got that far.
@@ -482,30 +499,40 @@ package enum Verdicts {
                 evidence: evidence)
         }
         let floor = BackoffRule.floorMilliseconds
-        let envelopes = judged.map { sorted in
-            let slower = sorted[(sorted.count / 2)...]
-            return slower.reduce(0, +) / Double(slower.count)
-        }
-        // Weighted least squares of log(envelope) against the retry index, weighted by the sample size.
+        // Weighted least squares of log(statistic) against the retry index, weighted by the sample size.
         let xs = judged.indices.map { Double($0 + 1) }
-        let ys = envelopes.map { log(max(floor, $0)) }
         let ws = judged.map { Double($0.count) }
-        let total = ws.reduce(0, +)
-        let growth = exp(fitLine(xs, ys, weights: ws).slope)
-        let seen = judged.indices.map { "retry \($0 + 1): \(Int(envelopes[$0].rounded())) ms (\(judged[$0].count))" }
-            .joined(separator: ", ")
-        let growthText = "×\(decimalText(growth, places: 2)) per retry"
-        let summary = "the slower half of the waits before \(seen)"
-        guard growth >= BackoffRule.minimumGrowth else {
+        func growth(_ values: [Double]) -> Double {
+            exp(fitLine(xs, values.map { log(max(floor, $0)) }, weights: ws).slope)
+        }
+        func listed(_ values: [Double]) -> String {
+            judged.indices.map { "retry \($0 + 1): \(Int(values[$0].rounded())) ms (\(judged[$0].count))" }
+                .joined(separator: ", ")
+        }
+        // The upper quartile grows as a jittered client's ceiling does (¾ of it under full jitter).
+        let envelopes = judged.map { quantile($0, 0.75) }
+        let medians = judged.map { quantile($0, 0.5) }
+        let envelopeGrowth = growth(envelopes), medianGrowth = growth(medians)
+        let growthText = "×\(decimalText(envelopeGrowth, places: 2)) per retry"
+        let summary = "the upper quartile of the waits before \(listed(envelopes))"
+        guard envelopeGrowth >= BackoffRule.minimumGrowth else {
             return Verdict(
                 rule: "backoff", passed: false,
                 explanation: "the intervals do not grow: \(summary) grows \(growthText), at least "
                     + "×\(decimalText(BackoffRule.minimumGrowth, places: 2)) expected",
                 evidence: evidence)
         }
+        guard medianGrowth >= BackoffRule.minimumMedianGrowth else {
+            return Verdict(
+                rule: "backoff", passed: false,
+                explanation: "the intervals do not grow: \(summary) grows \(growthText), but their median (\(listed(medians))) "
+                    + "grows ×\(decimalText(medianGrowth, places: 2)), at least ×\(decimalText(BackoffRule.minimumMedianGrowth, places: 2)) "
+                    + "expected: a few long waits, not a schedule that backs off",
+                evidence: evidence)
+        }
         if jitter {
             let spreads = judged.map { (quantile($0, 0.75) - quantile($0, 0.25)) / max(floor, quantile($0, 0.5)) }
-            let spread = zip(spreads, ws).map(*).reduce(0, +) / total
+            let spread = weightedMedian(spreads, weights: ws)
             if spread < BackoffRule.minimumSpread {
                 return Verdict(
                     rule: "backoff", passed: false,
