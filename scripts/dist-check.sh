@@ -173,6 +173,53 @@ check_binary() {  # check_binary LABEL BINARY SCENARIOS
 }
 
 check_binary deb /usr/bin/faultline /usr/share/faultline/scenarios
+
+# The README's "Five minutes" as a new user types it, with the installed .deb and nothing else: init, validate,
+# serve, `curl -sf --retry 3`, verify (must PASS), a typo that validate names, and `init --shell`'s sample test.
+# Each step is timed; the user's curl is the root's own (apt-get install curl), as on a fresh Debian.
+five_minutes() {
+    local start line rc port i
+    phase "the README's five minutes with the .deb's faultline, in the root"
+    run_in_root apt-get install -y --no-install-recommends curl > "$logs/apt-curl.log" 2>&1 \
+        || { cat "$logs/apt-curl.log" >&2; fail "apt-get install curl"; }
+    start="$(date +%s.%N)"
+    step() { printf '  %6.2f s  %s\n' "$(echo "$(date +%s.%N) - $start" | bc)" "$1"; }
+    rm -rf "$root/tmp/five" && mkdir -p "$root/tmp/five"
+    in_sh() { env -i "${root_env[@]}" chroot "$root" sh -c "cd /tmp/five && $1"; }
+    in_sh "faultline init" > "$logs/five-init.txt" || fail "five minutes: faultline init"
+    step "faultline init: $(head -n 2 "$logs/five-init.txt" | tr '\n' ' ')"
+    line="$(in_sh "faultline validate scenarios")" || fail "five minutes: validate"
+    [ "$line" = "ok: 1 scenario(s), 1 route(s)" ] || fail "five minutes: validate said '$line'"
+    step "faultline validate scenarios: $line"
+    rm -f "$root/tmp/five/port"
+    (exec env -i "${root_env[@]}" chroot "$root" sh -c \
+        "cd /tmp/five && exec faultline serve scenarios --port 0 --port-file port" \
+        > "$logs/five-serve.out" 2> "$logs/five-serve.err") &
+    server_pid=$!
+    for ((i = 0; i < 150; i++)); do [ -s "$root/tmp/five/port" ] && break; sleep 0.1; done
+    port="$(cat "$root/tmp/five/port")" || fail "five minutes: no port file"
+    step "faultline serve scenarios: $(head -n 1 "$logs/five-serve.out")"
+    line="$(in_sh "curl -sf --retry 3 http://127.0.0.1:$port/v1/items/42")" || fail "five minutes: curl --retry"
+    [ "$line" = '{"id":"42","name":"Item 42"}' ] || fail "five minutes: curl printed '$line'"
+    step "curl -sf --retry 3 …/v1/items/42: $line"
+    in_sh "faultline verify --url http://127.0.0.1:$port" > "$logs/five-verify.txt" \
+        || { cat "$logs/five-verify.txt" >&2; fail "five minutes: verify did not pass"; }
+    grep -q '^PASS  example/honorsRetryAfter' "$logs/five-verify.txt" || fail "five minutes: no PASS line"
+    step "faultline verify: $(tail -n 1 "$logs/five-verify.txt")"
+    kill -TERM "$server_pid"; rc=0; wait "$server_pid" || rc=$?; server_pid=""
+    [ "$rc" -eq 0 ] || fail "five minutes: serve exited $rc after SIGTERM"
+    step "SIGTERM: exit 0; $(tail -n 1 "$logs/five-serve.err")"
+    printf '{"$schema": "./faultline.schema.json", "name": "typo", "routes": [{"id": "item", "match": {"path": "/v1/items/{id}"}, "responses": [{"stauts": 503}]}]}' \
+        > "$root/tmp/five/scenarios/typo.json"
+    rc=0; in_sh "faultline validate scenarios/typo.json" > /dev/null 2> "$logs/five-typo.txt" || rc=$?
+    [ "$rc" -eq 1 ] && grep -q 'did you mean "status"' "$logs/five-typo.txt" || fail "five minutes: the typo was not named"
+    step "faultline validate scenarios/typo.json: exit 1, $(head -n 1 "$logs/five-typo.txt")"
+    rm "$root/tmp/five/scenarios/typo.json"
+    in_sh "faultline init --shell > /dev/null && ./faultline-example.sh" > "$logs/five-shell.txt" 2>&1 \
+        || { cat "$logs/five-shell.txt" >&2; fail "five minutes: init --shell's sample failed"; }
+    step "faultline init --shell; ./faultline-example.sh: $(tail -n 1 "$logs/five-shell.txt")"
+}
+five_minutes
 check_binary tarball "/opt/$top/bin/faultline" "/opt/$top/share/faultline/scenarios"
 phase "the wheel: scripts/dist-check-wheel.sh (timings of its own)"; run scripts/dist-check-wheel.sh
 phase "the container image: scripts/dist-check-image.sh"; run scripts/dist-check-image.sh

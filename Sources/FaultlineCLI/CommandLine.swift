@@ -690,7 +690,7 @@ package enum FaultlineCommandLine {
                 also write DIR/FaultlineExampleTests.swift (Swift Testing, FaultlineServer.with) and print what \
                 Package.swift needs
                 """) { parse, _ in parse.options.swift = true },
-            OptionSpec(["--force"], "overwrite files init would write that exist already") { parse, _ in
+            OptionSpec(["--force"], "overwrite files init would write that exist already with other contents") { parse, _ in
                 parse.options.force = true
             },
         ],

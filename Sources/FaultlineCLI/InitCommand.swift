@@ -7,8 +7,9 @@ import Darwin
 #endif
 
 /// The logic of `faultline init`, apart from the process: the executable prints the outcome and exits with its code.
-/// Exit codes: 0 written, 1 a file exists (without `--force`) or cannot be written. Nothing is written unless every
-/// file can be: the existing ones are named first, all of them. The texts are `InitTemplates`, the schema is the
+/// Exit codes: 0 written, 1 a file exists with other contents (without `--force`) or cannot be written. Nothing is
+/// written unless every file can be: the existing ones are named first, all of them; one that already holds what
+/// init would write is kept. The texts are `InitTemplates`, the schema is the
 /// repository's `scenarios/faultline.schema.json` compiled into the binary.
 package enum InitCommand {
     struct File {
@@ -43,21 +44,31 @@ package enum InitCommand {
     }
 
     package static func run(_ options: InitOptions) -> CommandOutcome {
-        let files = files(options)
         let directory = options.directory
-        if !options.force {
-            let existing = files.map { path($0.name, in: directory) }.filter { access($0, F_OK) == 0 }
-            if !existing.isEmpty {
-                let list = existing.count == 1 ? existing[0]
-                    : existing.dropLast().joined(separator: ", ") + " and " + existing.last!
-                return .failure("init: \(list) exist\(existing.count == 1 ? "s" : "") already; not overwriting "
-                    + "(give --force to overwrite)", 1)
+        // A file that already holds what init would write is kept as it is, so `init --shell` after `init` adds
+        // the sample without --force; one that differs (an edited example.json) is never overwritten silently.
+        var files: [File] = []
+        var kept: [String] = []
+        var existing: [String] = []
+        for file in Self.files(options) {
+            let target = path(file.name, in: directory)
+            guard access(target, F_OK) == 0 else {
+                files.append(file)
+                continue
             }
+            if !options.force, readFile(target) == file.bytes { kept.append(target) } else { existing.append(target) }
+            if options.force { files.append(file) }
+        }
+        if !options.force, !existing.isEmpty {
+            let list = existing.count == 1 ? existing[0]
+                : existing.dropLast().joined(separator: ", ") + " and " + existing.last!
+            return .failure("init: \(list) exist\(existing.count == 1 ? "s" : "") already with other contents; not "
+                + "overwriting (give --force to overwrite)", 1)
         }
         for folder in [directory, path("scenarios", in: directory)] {
             if let problem = makeFolders(folder) { return .failure("init: \(problem)", 1) }
         }
-        var stdout = ""
+        var stdout = kept.map { "kept \($0) (unchanged)\n" }.joined()
         for file in files {
             let target = path(file.name, in: directory)
             if let problem = writeFile(file.bytes, to: target, mode: file.mode) {
@@ -67,6 +78,22 @@ package enum InitCommand {
             stdout += "wrote \(target)\n"
         }
         return CommandOutcome(stdout: stdout + nextSteps(options))
+    }
+
+    /// The bytes of the file at `path` (at most 16 MiB), or nil if it cannot be read.
+    private static func readFile(_ path: String) -> [UInt8]? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while bytes.count <= 16 << 20 {
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 { if errno == EINTR { continue } else { return nil } }
+            if count == 0 { return bytes }
+            bytes += chunk[0..<count]
+        }
+        return nil
     }
 
     /// What to run now: serve the folder, run the sample tests written, and for Swift what Package.swift needs.

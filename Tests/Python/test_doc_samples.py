@@ -373,10 +373,13 @@ def check_text(block, ctx):
             if line and not line.startswith(" "):
                 assert (REPO_ROOT / line.split()[0]).exists(), f"{block.where}: {line.split()[0]} does not exist"
         return
-    usage = " ".join(ctx.shell("faultline --help").stdout.split())
-    synopsis = re.split(r"\n(?=faultline )", block.text.strip())
-    for command in synopsis:
-        assert " ".join(command.split()) in usage, f"{block.where}: `{command}` is not in faultline --help"
+    help_text = ctx.shell("faultline --help").stdout
+    usage_section = help_text.split("USAGE", 1)[1].split("\n\n", 1)[0]
+    usage = [" ".join(command.split()) for command in re.split(r"\n\s*(?=faultline )", usage_section.strip())]
+    synopsis = [" ".join(command.split()) for command in re.split(r"\n(?=faultline )", block.text.strip())]
+    # The whole synopsis, in --help's order: a command or option added to the CLI and not to the page fails.
+    assert synopsis == usage, f"{block.where}: the synopsis is not faultline --help's USAGE: " \
+        f"missing {[c for c in usage if c not in synopsis]}, not in --help {[c for c in synopsis if c not in usage]}"
 
 
 def check_yaml(block, ctx):

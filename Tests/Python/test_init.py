@@ -90,7 +90,8 @@ def test_init_refuses_to_overwrite_unless_forced(tmp_path):
     refused = init(tmp_path, "--pytest")
     assert refused.returncode == 1
     assert refused.stdout == ""
-    assert refused.stderr == (f"faultline: init: {tmp_path}/scenarios/faultline.schema.json and {example} exist already; "
+    # The schema is as init writes it, so it is kept; the edited example blocks the whole run.
+    assert refused.stderr == (f"faultline: init: {example} exists already with other contents; "
                               "not overwriting (give --force to overwrite)\n")
     assert example.read_text() == "{}", "nothing is written when one file exists"
     assert not (tmp_path / "test_faultline_example.py").exists()
@@ -100,6 +101,20 @@ def test_init_refuses_to_overwrite_unless_forced(tmp_path):
     assert f"wrote {example}" in forced.stdout.splitlines()
     assert example.read_bytes() == (SWIFT_SAMPLE / "scenarios" / "example.json").read_bytes()
     assert (tmp_path / "test_faultline_example.py").exists()
+
+
+def test_init_again_keeps_unchanged_files_and_adds_a_sample(tmp_path):
+    # `faultline init`, then `faultline init --shell` as the README's reader would: no --force needed, and an
+    # unchanged example is kept rather than rewritten.
+    assert init(cwd=tmp_path).returncode == 0
+    example = tmp_path / "scenarios" / "example.json"
+    before = example.stat().st_mtime_ns
+    again = init("--shell", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines()[:3] == ["kept scenarios/faultline.schema.json (unchanged)",
+                                             "kept scenarios/example.json (unchanged)", "wrote faultline-example.sh"]
+    assert example.stat().st_mtime_ns == before
+    assert os.access(tmp_path / "faultline-example.sh", os.X_OK)
 
 
 def test_init_defaults_to_the_current_folder(tmp_path):
