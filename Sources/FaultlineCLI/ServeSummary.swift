@@ -18,7 +18,7 @@ package enum ServeSummary {
         return text
     }
 
-    /// `none declared`, `all 3 passed`, `all 3 passed (1 inconclusive)` (an inconclusive rule passes, as `verify`
+    /// `none declared`, `1 passed`, `all 3 passed`, `all 3 passed (1 inconclusive)` (an inconclusive rule passes, as `verify`
     /// counts it), `1 of 4 failed (honorsRetryAfter)`, `1 of 4 failed (honorsRetryAfter), 1 inconclusive`. Rules are
     /// named `scenario/rule` when more than one scenario was judged.
     static func verdictText(_ report: Report) -> String {
@@ -27,7 +27,8 @@ package enum ServeSummary {
         let failed = report.failed
         let inconclusive = report.inconclusive.count
         guard !failed.isEmpty else {
-            return "all \(judged) passed" + (inconclusive > 0 ? " (\(inconclusive) inconclusive)" : "")
+            let passed = judged == 1 ? "1 passed" : "all \(judged) passed"
+            return passed + (inconclusive > 0 ? " (\(inconclusive) inconclusive)" : "")
         }
         let qualified = Set(report.verdicts.map(\.scenario)).count > 1
         let names = failed.map { qualified ? "\($0.scenario)/\($0.rule)" : $0.rule }

@@ -48,6 +48,9 @@ package final class HTTP2Connection {
     /// The batch of `readyToRun` being run now: a stream's `run` leaves the flush to the batch's end.
     @exclusivity(unchecked) var running: [HTTP2Stream] = []
     @exclusivity(unchecked) var runningReady = false
+    /// Bytes read but not yet given to nghttp2: a turn's share ended (`streamsPerTurn`); `backlogTimer` resumes.
+    @exclusivity(unchecked) var backlog: [UInt8] = []
+    @exclusivity(unchecked) var backlogTimer: CancellableTimer?
     /// Streams begun in the current read, whose request may still be arriving when it ends.
     @exclusivity(unchecked) var begunThisRead: [HTTP2Stream] = []
     /// The last head submitted and its fields (HTTP2Fields): the next stream with the same head reuses them.
@@ -115,14 +118,91 @@ package final class HTTP2Connection {
 
     // MARK: - Events from the transport
 
+    /// At most about this many streams begin in one loop turn. A read is given to nghttp2 in slices of
+    /// `sliceBytes`; once a slice has begun this many streams, the rest of the read waits in `backlog` for a 0 ms
+    /// timer, with reading off, so other connections are served in between. One 64 KiB read of HEADERS and
+    /// RST_STREAM pairs (a rapid-reset attack, CVE-2023-44487) begins about 2,000 streams, each journaled,
+    /// matched and answered: done in one turn, that held the loop for 150–220 ms in a debug build while a
+    /// well-behaved client on another connection waited.
+    package static let streamsPerTurn = 64
+    /// A read's turn also ends once it has taken this long (frames that begin no stream but cost nghttp2 work:
+    /// 64 KiB of PRIORITY frames for idle streams is some 4,700 changes to its priority tree).
+    package static let turnBudgetNanos: UInt64 = 2_000_000
+    /// The slices a large read is given to nghttp2 in: at most ~60 tiny streams each, so a turn ends near
+    /// `streamsPerTurn`.
+    static let sliceBytes = 2048
+
     package func received(_ bytes: UnsafeRawBufferPointer) {
-        guard !closed, let session else { return }
+        guard !closed, session != nil else { return }
+        // Bytes behind a backlog wait behind it: nghttp2 must see them in order.
+        if !backlog.isEmpty { return backlog.append(contentsOf: bytes) }
+        feed(bytes)
+    }
+
+    /// Gives `bytes` to nghttp2, slice by slice, until they are used up or this turn has begun `streamsPerTurn` streams or run `turnBudgetNanos` (the rest goes to `backlog`); then flushes.
+    private func feed(_ bytes: UnsafeRawBufferPointer) {
+        var begun = 0
+        var offset = 0
+        let sliced = bytes.count > Self.sliceBytes * 2
+        let started = sliced ? io.now().monotonicNanos : 0
+        while offset < bytes.count {
+            let end = bytes.count - offset <= Self.sliceBytes * 2 ? bytes.count : offset + Self.sliceBytes
+            guard let streams = receiveSlice(UnsafeRawBufferPointer(rebasing: bytes[offset..<end])) else { return }
+            begun += streams
+            offset = end
+            // No flush between slices: acknowledgements a flood asks for pile up inside nghttp2 within a turn, as
+            // they did before reads were sliced, where its flood limit (1,000) ends the connection.
+            guard offset < bytes.count else { break }
+            if begun >= Self.streamsPerTurn || io.now().monotonicNanos &- started >= Self.turnBudgetNanos {
+                backlog = Array(bytes[offset...])
+                io.setReading(false)
+                backlogTimer = schedule(milliseconds: 0) { [weak self] in self?.resumeBacklog() }
+                break
+            }
+        }
+        flush()
+    }
+
+    /// The next turn's share of `backlog`; reading comes back once it is empty (unless output holds it off).
+    private func resumeBacklog() {
+        backlogTimer = nil
+        guard !closed, !backlog.isEmpty else { return }
+        let pending = backlog
+        backlog = []
+        pending.withUnsafeBytes { feed($0) }
+        if !closed && backlog.isEmpty && !readingPaused { io.setReading(true) }
+    }
+
+    /// Everything in `backlog` at once, before the connection ends: those requests reached the server, so they
+    /// are journaled whatever comes next.
+    func drainBacklog() {
+        backlogTimer?.cancel()
+        backlogTimer = nil
+        guard !closed, !backlog.isEmpty else { return }
+        let pending = backlog
+        backlog = []
+        pending.withUnsafeBytes { bytes in
+            var offset = 0
+            while offset < bytes.count, !closed {
+                let end = min(bytes.count, offset + 65_536)
+                guard receiveSlice(UnsafeRawBufferPointer(rebasing: bytes[offset..<end])) != nil else { return }
+                offset = end
+            }
+        }
+        if !closed { flush() }
+    }
+
+    /// One `mem_recv`: how many streams it began, or nil when the connection closed (a script's connection
+    /// fault, or a fatal error answered with GOAWAY here).
+    private func receiveSlice(_ bytes: UnsafeRawBufferPointer) -> Int? {
+        guard let session else { return nil }
         inLibrary = true
         let result = nghttp2_session_mem_recv(session, bytes.bindMemory(to: UInt8.self).baseAddress, bytes.count)
         inLibrary = false
         // A script closed the connection (a connection fault) and the callbacks stopped nghttp2: nothing more.
-        if closed { return }
-        if !begunThisRead.isEmpty { startRequestTimers() }
+        if closed { return nil }
+        let begun = begunThisRead.count
+        if begun > 0 { startRequestTimers() }
         if result < 0 {
             // A fatal error leaves nghttp2 unusable: the GOAWAY that names it is written by hand (RFC 9113 §5.4.1).
             let error = Int32(truncatingIfNeeded: result)
@@ -139,28 +219,36 @@ package final class HTTP2Connection {
             let preface = wroteAnything ? [] : HTTP2RawFrame(type: 0x4, flags: 0, onStream: false, payload: []).bytes(stream: 0)
             (preface + goaway.bytes(stream: 0)).withUnsafeBytes { _ = io.write($0) }
             finishClosing(abortive: false)
-            return
+            return nil
         }
-        flush()
+        return begun
     }
 
     /// An HTTP/2 client that half-closes is gone for our purposes: nothing it could send will come. Its streams
     /// end `client-closed` (`finishClosing`).
-    package func peerFinished() { finishClosing(abortive: false) }
+    package func peerFinished() {
+        drainBacklog()
+        finishClosing(abortive: false)
+    }
 
-    package func peerFailed() { finishClosing(abortive: true) }
+    package func peerFailed() {
+        drainBacklog()
+        finishClosing(abortive: true)
+    }
 
     package func drained() {
         guard !closed else { return }
         if readingPaused && io.pendingOutput <= settings.maxPendingOutput / 2 {
             readingPaused = false
-            io.setReading(true)
+            if backlog.isEmpty { io.setReading(true) }
         }
         flush()
     }
 
     /// The server stops or the scenarios were reset: every stream ends with `outcome`, the connection closes.
     package func teardown(_ outcome: ExchangeOutcome) {
+        guard !closed else { return }
+        drainBacklog()
         guard !closed else { return }
         endAllStreams(outcome)
         if let session {
@@ -197,6 +285,9 @@ package final class HTTP2Connection {
         gracefulTimer = nil
         pingTimer?.cancel()
         pingTimer = nil
+        backlogTimer?.cancel()
+        backlogTimer = nil
+        backlog = []
         begunThisRead.removeAll()
         readyToRun.removeAll()
         if settings.pingEveryMilliseconds != nil || !settings.ackPings {

@@ -261,3 +261,12 @@ def test_the_summary_counts_evicted_requests_and_follows_a_shutdown_request(star
     assert server.wait_exit(timeout=10) == 0, server.stderr()
     assert server.stderr().splitlines()[-1] == \
         "faultline: served 3 requests (3 completed); verdicts: all 3 passed (3 inconclusive)"
+
+
+def test_the_summary_of_a_single_verdict_says_1_passed(start_faultline, write_scenario):
+    server = start_faultline(write_scenario(BUSY))
+    assert requests.get(f"{server.url}/ok", timeout=10).status_code == 200
+    server.wait_for(1)
+    assert server.stop() == 0, server.stderr()
+    assert server.stderr().splitlines()[-1] == \
+        "faultline: served 1 request (1 completed); verdicts: 1 passed (1 inconclusive)"
