@@ -3,7 +3,7 @@
 SWIFT ?= swift
 PORT ?= 8080
 
-.PHONY: deps build release install reference dist dist-check brew-check serve test test-core test-swift test-python docs bench hotpath soak fuzz fuzz-ci clean
+.PHONY: deps build release install reference dist dist-check brew-check serve test test-core test-swift test-python docs bench h2-abuse-compare hotpath soak fuzz fuzz-ci clean
 
 deps:
 	@scripts/ensure-deps.sh build
@@ -120,6 +120,13 @@ bench:
 	scripts/bench.sh
 	PIN=1 scripts/bench.sh
 	python3 scripts/bench_timing.py
+
+# The HTTP/2 attacks of Tests/Python/h2_attacks.py against Faultline (release) and nginx, side by side: survives,
+# answer, RSS growth, a good client's p99 (docs/http2.md, "Abuse"); not part of `make test`.
+h2-abuse-compare:
+	@scripts/ensure-deps.sh bench
+	$(SWIFT) build -c release --product faultline
+	scripts/h2-abuse-compare.py --binary .build/release/faultline
 
 # Instructions per request on the request path, counted by callgrind: steady where requests/s are noisy.
 hotpath:

@@ -1,0 +1,100 @@
+"""TLS abuse on the TLS port: many half-open handshakes, a ClientHello dripped a byte at a time, a record larger
+than TLS allows. Each runs while a well-behaved client in another process is served over plain HTTP (Tests/Python/
+h2_attacks.py's GoodClient), and asserts the answer RFC 8446 names, the journal's connection entry for every
+attempt, RSS growth and the good client's p99 (60 ms, no error). Renegotiation is not here: Python's ssl cannot ask
+for it; the server sets SSL_OP_NO_RENEGOTIATION (TLS 1.3 has none). Every socket has a deadline."""
+
+import socket
+import time
+
+import pytest
+
+from h2_attacks import ROUTES, describe, measure
+
+P99_BOUND_MS = 60.0
+RSS_GROWTH_BOUND_MB = 48
+
+
+@pytest.fixture
+def tls_server(start_faultline, write_scenario, tmp_path):
+    def start(*args):
+        server = start_faultline(write_scenario(ROUTES), args=["--quiet", "--tls-port", "0", "--tls-dir",
+                                                                tmp_path / "tls", *args])
+        return server
+    return start
+
+
+def client_hello():
+    from test_tls import client_hello as hello
+    return hello()
+
+
+def check_good_client(measured):
+    good = measured["good"]
+    print(f"good client: {describe(good)}; RSS {measured['rss_base']:.0f} → peak {measured['rss_peak']:.0f} MB")
+    assert good.errors == 0 and len(good.latencies) >= 20
+    assert good.p99() <= P99_BOUND_MS, f"p99 {good.p99():.1f} ms during the attack"
+    assert measured["rss_peak"] - measured["rss_base"] <= RSS_GROWTH_BOUND_MB, measured
+
+
+def test_a_record_larger_than_tls_allows_gets_record_overflow(tls_server):
+    """A handshake record whose length is 2^14 + 1 (RFC 8446 §5.1: a record_overflow alert, fatal)."""
+    server = tls_server()
+    with socket.create_connection(("127.0.0.1", server.tls_port), timeout=5) as sock:
+        sock.sendall(b"\x16\x03\x01" + (2**14 + 1).to_bytes(2, "big") + b"\x01" + bytes(2**14))
+        answer = sock.recv(64)
+    # An alert record (21), level fatal (2), record_overflow (22).
+    assert answer[:1] == b"\x15" and answer[5:7] == b"\x02\x16", answer.hex()
+    (entry,) = server.wait_for(1, connection="true")
+    assert entry["tls"]["handshake"] == "alert-sent" and entry["tls"]["alertSent"] == "record_overflow", entry
+    assert entry["tls"]["error"] == "data length too long", entry
+
+
+def test_three_hundred_half_open_handshakes_time_out_while_others_are_served(tls_server):
+    """300 connections that send half a ClientHello and wait: each is cut at the handshake deadline (the header
+    timeout, here 1 s) and journaled `timed-out`; meanwhile the good client keeps its latency."""
+    server = tls_server("--header-timeout", "1000")
+    hello = client_hello()
+    sockets = []
+
+    def attack(port):
+        for _ in range(300):
+            sock = socket.create_connection(("127.0.0.1", server.tls_port), timeout=5)
+            sock.sendall(hello[: len(hello) // 2])
+            sockets.append(sock)
+        time.sleep(1.5)
+
+    check_good_client(measure(attack, server.port, server.port, [server.proc.pid]))
+    entries = server.wait_for(300, connection="true", timeout_ms=10_000)
+    assert len(entries) == 300
+    assert all(entry["tls"]["handshake"] == "timed-out" and entry["tls"]["handshakeMs"] >= 990 for entry in entries)
+    closed = 0
+    for sock in sockets:
+        sock.settimeout(2)
+        try:
+            closed += sock.recv(100) == b""
+        except ConnectionResetError:
+            closed += 1
+        sock.close()
+    assert closed == 300, "every half-open handshake was closed by the server"
+
+
+def test_a_client_hello_dripped_a_byte_at_a_time_is_cut_at_the_deadline(tls_server):
+    """One byte every 20 ms: the deadline is for the whole handshake, not for silence, so a drip that never stops
+    still ends at 1 s — 50 bytes in, far from a whole ClientHello."""
+    server = tls_server("--header-timeout", "1000")
+    hello = client_hello()
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", server.tls_port), timeout=5) as sock:
+        try:
+            for byte in hello:
+                sock.sendall(bytes([byte]))
+                time.sleep(0.02)
+                if time.monotonic() - started > 4:
+                    break
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+    elapsed = time.monotonic() - started
+    assert elapsed < 3, f"the drip went on for {elapsed:.1f} s"
+    (entry,) = server.wait_for(1, connection="true")
+    assert entry["tls"]["handshake"] == "timed-out" and 990 <= entry["tls"]["handshakeMs"] < 2500, entry
