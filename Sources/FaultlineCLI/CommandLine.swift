@@ -31,6 +31,7 @@ package struct ServeOptions: Equatable, Sendable {
     package var journalCapacity = 10_000
     package var maxBodyBytes = 10 * 1024 * 1024
     package var headerTimeoutMilliseconds = 10_000
+    package var bodyTimeoutMilliseconds = 60_000
     /// Append each journal entry to this file as a line of JSON when its exchange ends.
     package var journalFile: String?
     /// One line per finished request on stderr; nil with `--quiet`.
@@ -443,6 +444,11 @@ package enum FaultlineCommandLine {
             OptionSpec(["--header-timeout"], value: "MS", "header section deadline; slower clients get 408 (default 10000)") {
                 (parse: inout ServeParse, text: String) throws(CommandLineError) in
                 parse.options.headerTimeoutMilliseconds = try integer("serve", "--header-timeout", text, 1...3_600_000)
+            },
+            OptionSpec(["--body-timeout"], value: "MS",
+                       "HTTP/1.1 request body deadline after its header section; 408 and close past it, 0 for none (default 60000)") {
+                (parse: inout ServeParse, text: String) throws(CommandLineError) in
+                parse.options.bodyTimeoutMilliseconds = try integer("serve", "--body-timeout", text, 0...3_600_000)
             },
             OptionSpec(["--journal"], value: "F", "append each journal entry to F as a line of JSON (NDJSON) when its exchange ends") {
                 $0.options.journalFile = $1

@@ -163,6 +163,7 @@ case .serve(let options):
     configuration.journalCapacity = options.journalCapacity
     configuration.parserLimits.maxBodyBytes = options.maxBodyBytes
     configuration.headerTimeoutMilliseconds = options.headerTimeoutMilliseconds
+    configuration.bodyTimeoutMilliseconds = options.bodyTimeoutMilliseconds
     configuration.journalFile = options.journalFile
     configuration.requestLog = options.requestLog
     configuration.scenarioPaths = paths

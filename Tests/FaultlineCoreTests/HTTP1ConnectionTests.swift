@@ -20,6 +20,7 @@ final class FakeHTTP1IO: HTTP1ConnectionIO {
     var finishedAt: [String: UInt64] = [:]
     var policyCloses: [String] = []
     weak var machine: HTTP1Connection?
+    var rejections: [HTTPParseError] = []
     private var exchangeNames: [ObjectIdentifier: String] = [:]
 
     func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
@@ -62,6 +63,7 @@ final class FakeHTTP1IO: HTTP1ConnectionIO {
     }
     func reject(_ error: HTTPParseError, _ context: RequestContext) -> Exchange {
         actions.append("reject \(error.status)")
+        rejections.append(error)
         let head = ResponseHead(status: error.status, headers: HTTPHeaders(), bodyLength: 0, close: true)
         let exchange = Exchange(
             sequence: context.indexOnConnection + 1,
@@ -257,6 +259,52 @@ final class FakeHTTP1IO: HTTP1ConnectionIO {
         #expect(io.take().isEmpty)
         io.advance(1)
         #expect(io.take().prefix(2) == ["reject 408", "write HTTP/1.1 408 Request Timeout"])
+    }
+
+    static func withBodyTimeout(_ milliseconds: Int) -> (HTTP1Connection, FakeHTTP1IO) {
+        let io = FakeHTTP1IO()
+        var settings = HTTP1Settings(parserLimits: HTTPParserLimits(), headerTimeoutMilliseconds: 500)
+        settings.bodyTimeoutMilliseconds = milliseconds
+        let machine = HTTP1Connection(io: io, settings: settings)
+        io.machine = machine
+        return (machine, io)
+    }
+
+    /// A body dripped a byte at a time never completes: 408 at the body timeout after the header section,
+    /// however often bytes come (the timer is not re-armed per byte), and the connection closes.
+    @Test func aBodyDrippedForeverAnswers408AtTheBodyTimeout() {
+        let (machine, io) = Self.withBodyTimeout(1000)
+        Self.send(machine, "POST /u HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
+        for _ in 0..<9 {
+            io.advance(100)
+            Self.send(machine, "x")
+        }
+        io.advance(99)
+        #expect(io.take().isEmpty, "the header timeout (500 ms) does not apply to the body")
+        io.advance(1)
+        let actions = io.take()
+        #expect(actions.prefix(2) == ["reject 408", "write HTTP/1.1 408 Request Timeout"], "\(actions)")
+        #expect(actions.contains("close") || actions.contains("shutdown"), "\(actions)")
+        #expect(io.rejections.last?.reason == "request body not complete within 1000 ms of its header section")
+        #expect(io.rejections.last?.head?.target == "/u")
+    }
+
+    /// Each body gets its own timeout: a pipelined request whose body begins late in the first one's time is not
+    /// cut early, and 0 means no limit.
+    @Test func eachBodyHasItsOwnTimeoutAndZeroMeansNone() {
+        let (machine, io) = Self.withBodyTimeout(1000)
+        Self.send(machine, "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nh")
+        io.advance(900)
+        Self.send(machine, "iPOST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nh")
+        io.advance(900)
+        #expect(!io.take().contains("reject 408"), "/b's body has had 900 ms of its 1000")
+        io.advance(100)
+        #expect(io.take().contains("reject 408"))
+
+        let (unlimited, quiet) = Self.withBodyTimeout(0)
+        Self.send(unlimited, "POST /c HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nh")
+        quiet.advance(3_600_000)
+        #expect(!quiet.take().contains("reject 408"))
     }
 
     @Test func expectContinueIsAnsweredAtOnce() {

@@ -516,3 +516,37 @@ def test_clients_leaving_mid_response_leak_nothing(crashable_faultline, write_sc
     assert_normal_request_served(server)
     assert_alive(server)
     assert server.stop() == 0, server.stderr()
+
+
+def test_a_body_dripped_forever_is_answered_408_at_the_body_timeout(start_faultline, write_scenario):
+    """A POST whose Content-Length never arrives, a byte every 20 ms (so no idle timeout would ever fire): 408 at
+    --body-timeout after the header section, then the connection closes; journaled with its head. Before
+    --body-timeout, HTTP/1.1 had no deadline for a body and the connection was held for as long as the drip went."""
+    server = start_faultline(write_scenario(ABUSE), args=["--body-timeout", "800"])
+    started = time.monotonic()
+    answer, answered_at = b"", None
+    with socket.create_connection(("127.0.0.1", server.port), timeout=SOCKET_TIMEOUT_S) as sock:
+        sock.sendall(b"POST /ok HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n")
+        sock.setblocking(False)
+        try:
+            while time.monotonic() - started < 4:
+                sock.send(b"x")
+                time.sleep(0.02)
+                try:
+                    chunk = sock.recv(4096)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    break
+                answer += chunk
+                answered_at = answered_at or time.monotonic()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+    elapsed = (answered_at or time.monotonic()) - started
+    assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), answer[:200]
+    assert b"connection: close" in answer.lower()
+    assert 0.75 <= elapsed < 2.5, elapsed
+    (entry,) = server.wait_for(1)
+    assert entry["response"]["status"] == 408 and entry["method"] == "POST" and entry["path"] == "/ok", entry
+    assert entry["error"] == "request body not complete within 800 ms of its header section", entry
+    assert requests.get(f"{server.url}/ok", timeout=SOCKET_TIMEOUT_S).text == "ok"

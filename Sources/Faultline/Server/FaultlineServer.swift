@@ -54,6 +54,9 @@ public final class FaultlineServer: Sendable {
         public var parserLimits = HTTPParserLimits()
         /// A request's header section must be complete this long after its first byte, or it gets 408.
         public var headerTimeoutMilliseconds: Int = 10_000
+        /// Over HTTP/1.1, a request's body must be complete this long after its header section, or it gets 408 and
+        /// the connection closes; 0 for no limit. (HTTP/2's whole request has `headerTimeoutMilliseconds`.)
+        public var bodyTimeoutMilliseconds: Int = 60_000
         /// Append every journal entry to this file as one line of JSON (NDJSON) when its exchange ends; nil for
         /// none. The file is opened (created if needed) when the server starts.
         public var journalFile: String?

@@ -65,8 +65,10 @@ final class ServerCore: @unchecked Sendable {
             now: EngineInstant(monotonicNanos: Clock.monotonicNanos(), wallSeconds: Clock.wallSeconds()))
         journal = Journal(capacity: configuration.journalCapacity, maxBodyBytes: configuration.journalBodyBytes)
         engine.defaultProxy = configuration.proxy
-        http1Settings = HTTP1Settings(
+        var http1 = HTTP1Settings(
             parserLimits: configuration.parserLimits, headerTimeoutMilliseconds: configuration.headerTimeoutMilliseconds)
+        http1.bodyTimeoutMilliseconds = configuration.bodyTimeoutMilliseconds
+        http1Settings = http1
         var http2 = HTTP2ConnectionSettings()
         http2.parserLimits = configuration.parserLimits
         http2.requestTimeoutMilliseconds = configuration.headerTimeoutMilliseconds

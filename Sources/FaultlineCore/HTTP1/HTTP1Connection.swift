@@ -2,6 +2,8 @@
 package enum HTTP1Timer: Int, Sendable, CaseIterable {
     /// 408 when a request's header section is not complete in time (RFC 9110 §15.5.9).
     case header
+    /// 408 when a request's body is not complete in time after its header section (a body dripped forever).
+    case body
     /// A script's `wait` step: a delay or a drip's gap.
     case step
     /// The connection policy's idle close of a kept-alive connection.
@@ -62,6 +64,9 @@ package protocol HTTP1ConnectionIO: AnyObject {
 package struct HTTP1Settings: Sendable {
     package var parserLimits: HTTPParserLimits
     package var headerTimeoutMilliseconds: Int
+    /// A request's body must be complete this long after its header section, else 408 and the connection closes;
+    /// 0: no limit. Armed once per body, not per byte, so a body dripped forever cannot keep the connection.
+    package var bodyTimeoutMilliseconds = 60_000
     /// Stop reading when this many responses are queued or this much output is unsent (a client pipelining
     /// without reading must not make us buffer without bound).
     package var maxQueuedExchanges = 128
@@ -237,6 +242,7 @@ package final class HTTP1Connection {
         armed &= ~(1 << timer.rawValue)
         switch timer {
         case .header: headerTimedOut()
+        case .body: bodyTimedOut()
         case .step:
             if state == .waiting {
                 transition(to: .responding)
@@ -286,6 +292,8 @@ package final class HTTP1Connection {
                 }
             case .request(let request):
                 noteHeadArrival()
+                // The body (if any) is complete: the next request's body, if one began, gets a full timeout.
+                cancel(.body)
                 received(request)
             case .failure(let error):
                 noteHeadArrival()
@@ -318,12 +326,26 @@ package final class HTTP1Connection {
 
     /// 408 when a request's header section is not complete within the header timeout. Armed when the first
     /// byte of a head arrives, not re-armed per byte, so a slowloris client cannot keep a connection by trickling.
+    /// And 408 when its body is not complete within the body timeout of the header section's end.
     private func updateHeaderTimer() {
         if !parser.hasPartialRequest || parser.isReadingBody {
             cancel(.header)
         } else if !isArmed(.header) {
             start(.header, settings.headerTimeoutMilliseconds)
         }
+        if !parser.isReadingBody {
+            cancel(.body)
+        } else if settings.bodyTimeoutMilliseconds > 0 && !isArmed(.body) {
+            start(.body, settings.bodyTimeoutMilliseconds)
+        }
+    }
+
+    private func bodyTimedOut() {
+        let error = HTTPParseError(
+            status: 408, reason: "request body not complete within \(settings.bodyTimeoutMilliseconds) ms of its header section",
+            head: parser.partialHead, requestLinePrefix: parser.partialRequestLine)
+        parser = HTTPRequestParser(limits: settings.parserLimits)
+        rejected(error)
     }
 
     private func headerTimedOut() {

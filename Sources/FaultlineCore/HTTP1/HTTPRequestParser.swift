@@ -152,6 +152,9 @@ package struct HTTPRequestParser: Sendable {
         }
     }
 
+    /// The head of the request whose body is being read (nil otherwise), for journaling a body that timed out.
+    package var partialHead: HTTPRequestHead? { isReadingBody ? head : nil }
+
     /// True when some bytes of a request that is not yet complete are buffered (used for the 408 header timeout
     /// and to journal a request cut short). Empty lines before a request line do not count (RFC 9112 §2.2), and
     /// nothing counts after a failure.
