@@ -96,8 +96,10 @@ class Nginx:
     def __init__(self, work):
         folder = work / "nginx"
         folder.mkdir(parents=True)
+        work.chmod(0o755)
+        folder.chmod(0o755)
         static = folder / "static"
-        static.mkdir()
+        static.mkdir(mode=0o755)
         with open(static / "big", "wb") as big:
             big.truncate(64 << 20)
         self.good_port, self.attack_port = free_port(), free_port()
@@ -174,6 +176,7 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory(prefix="h2-abuse-") as folder:
         work = Path(folder)
+        work.chmod(0o755)  # nginx's workers run as another user and must read its static file
         for index, name in enumerate(names):
             attack = h2_attacks.ATTACKS[name]
             results = {}
