@@ -48,7 +48,7 @@ package final class HTTP2Connection {
     /// The batch of `readyToRun` being run now: a stream's `run` leaves the flush to the batch's end.
     @exclusivity(unchecked) var running: [HTTP2Stream] = []
     @exclusivity(unchecked) var runningReady = false
-    /// Bytes read but not yet given to nghttp2: a turn's share ended (`streamsPerTurn`); `backlogTimer` resumes.
+    /// Bytes read but not yet given to nghttp2: a turn's share ended (`feed`); `backlogTimer` resumes them.
     @exclusivity(unchecked) var backlog: [UInt8] = []
     @exclusivity(unchecked) var backlogTimer: CancellableTimer?
     /// Streams begun in the current read, whose request may still be arriving when it ends.
@@ -139,7 +139,8 @@ package final class HTTP2Connection {
         feed(bytes)
     }
 
-    /// Gives `bytes` to nghttp2, slice by slice, until they are used up or this turn has begun `streamsPerTurn` streams or run `turnBudgetNanos` (the rest goes to `backlog`); then flushes.
+    /// Gives `bytes` to nghttp2, slice by slice, until they are used up or this turn has begun `streamsPerTurn`
+    /// streams or run `turnBudgetNanos` (the rest goes to `backlog`); then flushes.
     private func feed(_ bytes: UnsafeRawBufferPointer) {
         var begun = 0
         var offset = 0
