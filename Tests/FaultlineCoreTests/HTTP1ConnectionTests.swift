@@ -21,6 +21,7 @@ final class FakeHTTP1IO: HTTP1ConnectionIO {
     var policyCloses: [String] = []
     weak var machine: HTTP1Connection?
     var rejections: [HTTPParseError] = []
+    var rejectedBodies: [[UInt8]] = []
     private var exchangeNames: [ObjectIdentifier: String] = [:]
 
     func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
@@ -61,9 +62,10 @@ final class FakeHTTP1IO: HTTP1ConnectionIO {
         exchangeNames[ObjectIdentifier(exchange)] = request.path
         return exchange
     }
-    func reject(_ error: HTTPParseError, _ context: RequestContext) -> Exchange {
+    func reject(_ error: HTTPParseError, _ context: RequestContext, body: [UInt8]) -> Exchange {
         actions.append("reject \(error.status)")
         rejections.append(error)
+        rejectedBodies.append(body)
         let head = ResponseHead(status: error.status, headers: HTTPHeaders(), bodyLength: 0, close: true)
         let exchange = Exchange(
             sequence: context.indexOnConnection + 1,
@@ -287,6 +289,7 @@ final class FakeHTTP1IO: HTTP1ConnectionIO {
         #expect(actions.contains("close") || actions.contains("shutdown"), "\(actions)")
         #expect(io.rejections.last?.reason == "request body not complete within 1000 ms of its header section")
         #expect(io.rejections.last?.head?.target == "/u")
+        #expect(io.rejectedBodies.last == Array(repeating: UInt8(ascii: "x"), count: 9), "what arrived of the body")
     }
 
     /// Each body gets its own timeout: a pipelined request whose body begins late in the first one's time is not

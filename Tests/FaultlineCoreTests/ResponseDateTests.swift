@@ -46,7 +46,7 @@ import Testing
             let decision = engine.decide(request, requestID: context.indexOnConnection + 1, now: instant)
             return Exchange(sequence: context.indexOnConnection + 1, script: decision.script)
         }
-        func reject(_ error: HTTPParseError, _ context: RequestContext) -> Exchange {
+        func reject(_ error: HTTPParseError, _ context: RequestContext, body: [UInt8]) -> Exchange {
             let response = HTTPResponse.json(error.status, .object([("reason", .string(error.reason))]))
             let head = ResponseHead(
                 status: error.status, headers: response.headers, bodyLength: response.body.count, close: true)

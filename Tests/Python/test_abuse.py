@@ -549,4 +549,16 @@ def test_a_body_dripped_forever_is_answered_408_at_the_body_timeout(start_faultl
     (entry,) = server.wait_for(1)
     assert entry["response"]["status"] == 408 and entry["method"] == "POST" and entry["path"] == "/ok", entry
     assert entry["error"] == "request body not complete within 800 ms of its header section", entry
+    assert entry["bodySize"] >= 20 and set(entry["body"]) == {"x"}, "what arrived of the body is the evidence"
     assert requests.get(f"{server.url}/ok", timeout=SOCKET_TIMEOUT_S).text == "ok"
+
+
+def test_a_request_cut_mid_body_is_journaled_with_its_head_and_the_body_so_far(start_faultline, write_scenario):
+    server = start_faultline(write_scenario(ABUSE))
+    with socket.create_connection(("127.0.0.1", server.port), timeout=SOCKET_TIMEOUT_S) as sock:
+        sock.sendall(b"POST /ok HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nhalf a body")
+    (entry,) = server.wait_for(1)
+    assert entry["method"] == "POST" and entry["path"] == "/ok" and entry["malformed"], entry
+    assert entry["error"] == "connection closed by the client in the middle of a request", entry
+    assert (entry["body"], entry["bodySize"]) == ("half a body", 11), entry
+    assert entry["response"]["outcome"] == "rejected"

@@ -133,7 +133,9 @@ final class BenchIO: HTTP1ConnectionIO {
         let exchange = Exchange(sequence: journal.record(consume entry), script: decision.script)
         return exchange
     }
-    func reject(_ error: HTTPParseError, _ context: RequestContext) -> Exchange { fatalError("bad request") }
+    func reject(_ error: HTTPParseError, _ context: RequestContext, body: [UInt8]) -> Exchange {
+        fatalError("bad request")
+    }
     func journalUnanswered(_ request: HTTPRequest?, _ error: HTTPParseError?, _ context: RequestContext,
                            _ outcome: ExchangeOutcome) {}
     func finished(_ exchange: Exchange, _ outcome: ExchangeOutcome, at: UInt64?) {

@@ -248,11 +248,6 @@ final class ClientConnection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDel
         LoopTimer(loop: server.loop, milliseconds: milliseconds, action)
     }
 
-    func reject(_ error: HTTPParseError, _ context: RequestContext, body: [UInt8]) -> Exchange {
-        requestsJournaled &+= 1
-        return server.dispatcher.reject(error, context, on: info, body: body)
-    }
-
     func journalHTTP2(_ summary: HTTP2ConnectionSummary?, clientGoaway: HTTP2ClientGoaway?) {
         requestsJournaled &+= 1
         server.dispatcher.journalHTTP2Connection(
@@ -278,15 +273,15 @@ final class ClientConnection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDel
 
     // MARK: - Both
 
+    func reject(_ error: HTTPParseError, _ context: RequestContext, body: [UInt8]) -> Exchange {
+        requestsJournaled &+= 1
+        return server.dispatcher.reject(error, context, on: info, body: body)
+    }
+
     func dispatch(_ request: HTTPRequest, _ context: RequestContext) -> Exchange {
         requestsJournaled &+= 1
         servesAdmin = info.adminOnly || AdminAPI.isAdminTarget(request.target)
         return server.dispatcher.dispatch(request, context, on: info)
-    }
-
-    func reject(_ error: HTTPParseError, _ context: RequestContext) -> Exchange {
-        requestsJournaled &+= 1
-        return server.dispatcher.reject(error, context, on: info)
     }
 
     func journalUnanswered(

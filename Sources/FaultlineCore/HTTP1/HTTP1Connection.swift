@@ -47,7 +47,8 @@ package protocol HTTP1ConnectionIO: AnyObject {
     /// Hands a complete request to the Dispatcher; the exchange may not have its script yet.
     func dispatch(_ request: HTTPRequest, _ context: RequestContext) -> Exchange
     /// Journals a request that is not valid HTTP; the exchange carries the error response.
-    func reject(_ error: HTTPParseError, _ context: RequestContext) -> Exchange
+    /// `body`: what arrived of a request cut short (a body timeout), for the journal.
+    func reject(_ error: HTTPParseError, _ context: RequestContext, body: [UInt8]) -> Exchange
     /// The exchange's 101 is written: the connection switches to a WebSocket session playing `plan`; `early` are the
     /// bytes the client sent after its request. The session finishes the exchange when it ends.
     func upgrade(_ exchange: Exchange, _ plan: WebSocketSessionPlan, early: [UInt8])
@@ -344,8 +345,9 @@ package final class HTTP1Connection {
         let error = HTTPParseError(
             status: 408, reason: "request body not complete within \(settings.bodyTimeoutMilliseconds) ms of its header section",
             head: parser.partialHead, requestLinePrefix: parser.partialRequestLine)
+        let body = parser.partialBody
         parser = HTTPRequestParser(limits: settings.parserLimits)
-        rejected(error)
+        rejected(error, body: body)
     }
 
     private func headerTimedOut() {
@@ -370,8 +372,8 @@ package final class HTTP1Connection {
 
     /// A request that is not valid HTTP: the Dispatcher journals it and answers with its status and a close
     /// (after the responses queued before it, to keep their order).
-    private func rejected(_ error: HTTPParseError) {
-        enqueue(io.reject(error, nextContext()))
+    private func rejected(_ error: HTTPParseError, body: [UInt8] = []) {
+        enqueue(io.reject(error, nextContext(), body: body))
     }
 
     private func enqueue(_ exchange: Exchange) {
@@ -755,8 +757,10 @@ package final class HTTP1Connection {
         if parser.hasPartialRequest {
             let error = HTTPParseError(
                 status: 400, reason: "connection closed by the client in the middle of a request",
-                head: nil, requestLinePrefix: parser.partialRequestLine)
-            io.journalUnanswered(nil, error, nextContext(), .rejected)
+                head: parser.partialHead, requestLinePrefix: parser.partialRequestLine)
+            // A cut body: its head and what arrived of it are the evidence.
+            let request = parser.partialHead.map { HTTPRequest(head: $0, body: parser.partialBody) }
+            io.journalUnanswered(request, error, nextContext(), .rejected)
         }
         cancel(.header)
         switch state {

@@ -155,6 +155,16 @@ package struct HTTPRequestParser: Sendable {
     /// The head of the request whose body is being read (nil otherwise), for journaling a body that timed out.
     package var partialHead: HTTPRequestHead? { isReadingBody ? head : nil }
 
+    /// The body bytes of that request that have arrived (decoded, for chunked), for the journal of a request cut
+    /// short; empty when no body is being read.
+    package var partialBody: [UInt8] {
+        switch state {
+        case .fixedBody(let length): Array(buffer[readIndex ..< min(buffer.count, readIndex + length)])
+        case .chunkSize, .chunkData, .chunkDataEnd, .trailers: chunkedBody
+        case .requestLine, .fieldLines, .failed: []
+        }
+    }
+
     /// True when some bytes of a request that is not yet complete are buffered (used for the 408 header timeout
     /// and to journal a request cut short). Empty lines before a request line do not count (RFC 9112 §2.2), and
     /// nothing counts after a failure.
