@@ -292,6 +292,27 @@ final class FakeHTTP1IO: HTTP1ConnectionIO {
         #expect(io.rejectedBodies.last == Array(repeating: UInt8(ascii: "x"), count: 9), "what arrived of the body")
     }
 
+    /// The client half-closes mid-body: the cut request is journaled once, and the body timer does not fire later
+    /// to journal it a second time or write a 408 nobody asked for.
+    @Test func aHalfCloseMidBodyStopsTheBodyTimer() {
+        let (machine, io) = Self.withBodyTimeout(1000)
+        Self.send(machine, "POST /u HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
+        machine.peerFinished()
+        #expect(io.take().first == "unanswered /u rejected")
+        io.advance(2000)
+        #expect(!io.take().contains("reject 408"))
+        #expect(!io.timerRunning(.body))
+
+        // The same while an earlier pipelined response is still being delayed (the connection settles, not closes).
+        let (busy, busyIO) = Self.withBodyTimeout(1000)
+        busyIO.scripts["/slow"] = Self.delayed(3000)
+        Self.send(busy, Self.get("/slow") + "POST /u HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
+        busy.peerFinished()
+        #expect(busyIO.take().contains("unanswered /u rejected"))
+        busyIO.advance(2000)
+        #expect(!busyIO.take().contains("reject 408"), "journaled once, as cut")
+    }
+
     /// Each body gets its own timeout: a pipelined request whose body begins late in the first one's time is not
     /// cut early, and 0 means no limit.
     @Test func eachBodyHasItsOwnTimeoutAndZeroMeansNone() {

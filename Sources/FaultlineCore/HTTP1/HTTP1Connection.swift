@@ -759,10 +759,12 @@ package final class HTTP1Connection {
                 status: 400, reason: "connection closed by the client in the middle of a request",
                 head: parser.partialHead, requestLinePrefix: parser.partialRequestLine)
             // A cut body: its head and what arrived of it are the evidence.
-            let request = parser.partialHead.map { HTTPRequest(head: $0, body: parser.partialBody) }
+            let request = error.head.map { HTTPRequest(head: $0, body: parser.partialBody) }
             io.journalUnanswered(request, error, nextContext(), .rejected)
         }
+        // The cut request is journaled: neither deadline may fire for it later.
         cancel(.header)
+        cancel(.body)
         switch state {
         case .hanging:
             if !exchanges.isEmpty { complete(removeHead(), .hangReleased) }
