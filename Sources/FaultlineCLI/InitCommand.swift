@@ -1,4 +1,5 @@
 import Faultline
+import FaultlineCore
 
 #if canImport(Glibc)
 import Glibc
@@ -56,8 +57,13 @@ package enum InitCommand {
                 files.append(file)
                 continue
             }
-            if !options.force, readFile(target) == file.bytes { kept.append(target) } else { existing.append(target) }
-            if options.force { files.append(file) }
+            if options.force {
+                files.append(file)
+            } else if (try? ScenarioLoader.readFile(atPath: target, limit: file.bytes.count).get()) == file.bytes {
+                kept.append(target)
+            } else {
+                existing.append(target)
+            }
         }
         if !options.force, !existing.isEmpty {
             let list = existing.count == 1 ? existing[0]
@@ -78,22 +84,6 @@ package enum InitCommand {
             stdout += "wrote \(target)\n"
         }
         return CommandOutcome(stdout: stdout + nextSteps(options))
-    }
-
-    /// The bytes of the file at `path` (at most 16 MiB), or nil if it cannot be read.
-    private static func readFile(_ path: String) -> [UInt8]? {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return nil }
-        defer { close(descriptor) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65_536)
-        while bytes.count <= 16 << 20 {
-            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-            if count < 0 { if errno == EINTR { continue } else { return nil } }
-            if count == 0 { return bytes }
-            bytes += chunk[0..<count]
-        }
-        return nil
     }
 
     /// What to run now: serve the folder, run the sample tests written, and for Swift what Package.swift needs.

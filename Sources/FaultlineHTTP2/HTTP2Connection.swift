@@ -139,13 +139,12 @@ package final class HTTP2Connection {
         feed(bytes)
     }
 
-    /// Gives `bytes` to nghttp2, slice by slice, until they are used up or this turn has begun `streamsPerTurn`
-    /// streams or run `turnBudgetNanos` (the rest goes to `backlog`); then flushes.
-    private func feed(_ bytes: UnsafeRawBufferPointer) {
+    /// Gives `bytes` to nghttp2, slice by slice, until they are used up or (when `bounded`) this turn has begun
+    /// `streamsPerTurn` streams or run `turnBudgetNanos` (the rest goes to `backlog`); then flushes.
+    private func feed(_ bytes: UnsafeRawBufferPointer, bounded: Bool = true) {
         var begun = 0
         var offset = 0
-        let sliced = bytes.count > Self.sliceBytes * 2
-        let started = sliced ? io.now().monotonicNanos : 0
+        let started = bounded && bytes.count > Self.sliceBytes * 2 ? io.now().monotonicNanos : 0
         while offset < bytes.count {
             let end = bytes.count - offset <= Self.sliceBytes * 2 ? bytes.count : offset + Self.sliceBytes
             guard let streams = receiveSlice(UnsafeRawBufferPointer(rebasing: bytes[offset..<end])) else { return }
@@ -153,7 +152,7 @@ package final class HTTP2Connection {
             offset = end
             // No flush between slices: acknowledgements a flood asks for pile up inside nghttp2 within a turn, as
             // they did before reads were sliced, where its flood limit (1,000) ends the connection.
-            guard offset < bytes.count else { break }
+            guard offset < bytes.count, bounded else { continue }
             if begun >= Self.streamsPerTurn || io.now().monotonicNanos &- started >= Self.turnBudgetNanos {
                 backlog = Array(bytes[offset...])
                 io.setReading(false)
@@ -182,15 +181,7 @@ package final class HTTP2Connection {
         guard !closed, !backlog.isEmpty else { return }
         let pending = backlog
         backlog = []
-        pending.withUnsafeBytes { bytes in
-            var offset = 0
-            while offset < bytes.count, !closed {
-                let end = min(bytes.count, offset + 65_536)
-                guard receiveSlice(UnsafeRawBufferPointer(rebasing: bytes[offset..<end])) != nil else { return }
-                offset = end
-            }
-        }
-        if !closed { flush() }
+        pending.withUnsafeBytes { feed($0, bounded: false) }
     }
 
     /// One `mem_recv`: how many streams it began, or nil when the connection closed (a script's connection

@@ -269,6 +269,21 @@ def measure(attack, port, good_port, pids):
     return {"result": result, "good": good, "rss_base": baseline, "rss_peak": max(peak[0], baseline)}
 
 
+P99_BOUND_MS = 60.0
+RSS_GROWTH_BOUND_MB = 48
+
+
+def assert_unharmed(measured):
+    """The good client was served throughout the attack with no error and a p99 under P99_BOUND_MS, and the
+    server's RSS grew by at most RSS_GROWTH_BOUND_MB."""
+    good = measured["good"]
+    print(f"good client: {describe(good)}; RSS {measured['rss_base']:.0f} → peak {measured['rss_peak']:.0f} MB")
+    assert good.errors == 0
+    assert len(good.latencies) >= 20, "the good client was served throughout"
+    assert good.p99() <= P99_BOUND_MS, f"p99 {good.p99():.1f} ms during the attack"
+    assert measured["rss_peak"] - measured["rss_base"] <= RSS_GROWTH_BOUND_MB, measured
+
+
 def describe(good):
     return (f"{len(good.latencies)} requests, p50 {statistics.median(good.latencies):.2f} ms, p99 {good.p99():.2f} ms, "
             f"max {max(good.latencies):.1f} ms, {good.errors} errors")

@@ -302,7 +302,7 @@ package final class HTTP1Connection {
             }
         }
         guard !isClosing else { return }
-        updateHeaderTimer()
+        updateRequestTimers()
         updateReadInterest()
     }
 
@@ -328,7 +328,7 @@ package final class HTTP1Connection {
     /// 408 when a request's header section is not complete within the header timeout. Armed when the first
     /// byte of a head arrives, not re-armed per byte, so a slowloris client cannot keep a connection by trickling.
     /// And 408 when its body is not complete within the body timeout of the header section's end.
-    private func updateHeaderTimer() {
+    private func updateRequestTimers() {
         if !parser.hasPartialRequest || parser.isReadingBody {
             cancel(.header)
         } else if !isArmed(.header) {

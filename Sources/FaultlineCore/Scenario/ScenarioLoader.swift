@@ -108,8 +108,8 @@ public enum ScenarioLoader {
 
 extension ScenarioLoader {
     /// Why a file or folder could not be used, as the OS put it.
-    struct FileAccessFailure: Error, CustomStringConvertible {
-        var description: String
+    package struct FileAccessFailure: Error, CustomStringConvertible {
+        package var description: String
 
         init(_ description: String) {
             self.description = description
@@ -166,7 +166,7 @@ extension ScenarioLoader {
     }
 
     /// Reads a regular file whole. With a `limit`, larger files fail without being read.
-    static func readFile(atPath path: String, limit: Int?) -> Result<[UInt8], FileAccessFailure> {
+    package static func readFile(atPath path: String, limit: Int?) -> Result<[UInt8], FileAccessFailure> {
         // O_NONBLOCK: opening a FIFO must not wait for a writer (the server reads scenario files on its loop).
         let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard descriptor >= 0 else { return .failure(.fromErrno()) }

@@ -531,7 +531,9 @@ package enum Verdicts {
                 evidence: evidence)
         }
         if jitter {
-            let spreads = judged.map { (quantile($0, 0.75) - quantile($0, 0.25)) / max(floor, quantile($0, 0.5)) }
+            let spreads = judged.indices.map {
+                (envelopes[$0] - quantile(judged[$0], 0.25)) / max(floor, medians[$0])
+            }
             let spread = weightedMedian(spreads, weights: ws)
             if spread < BackoffRule.minimumSpread {
                 return Verdict(
