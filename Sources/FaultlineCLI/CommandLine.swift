@@ -32,6 +32,9 @@ package struct ServeOptions: Equatable, Sendable {
     package var maxBodyBytes = 10 * 1024 * 1024
     package var headerTimeoutMilliseconds = 10_000
     package var bodyTimeoutMilliseconds = 60_000
+    /// `--max-connections`: client connections open at once on the stub ports; nil derives it from the
+    /// descriptor limit (`ConnectionLimit`).
+    package var maxConnections: Int?
     /// Append each journal entry to this file as a line of JSON when its exchange ends.
     package var journalFile: String?
     /// One line per finished request on stderr; nil with `--quiet`.
@@ -449,6 +452,12 @@ package enum FaultlineCommandLine {
                        "HTTP/1.1 request body deadline after its header section; 408 and close past it, 0 for none (default 60000)") {
                 (parse: inout ServeParse, text: String) throws(CommandLineError) in
                 parse.options.bodyTimeoutMilliseconds = try integer("serve", "--body-timeout", text, 0...3_600_000)
+            },
+            OptionSpec(["--max-connections"], value: "N", """
+                client connections open at once on the stub ports (default: the descriptor limit less 64); past it \
+                a request gets 503 and a close, and 32 past it a new connection is closed at once
+                """) { (parse: inout ServeParse, text: String) throws(CommandLineError) in
+                parse.options.maxConnections = try integer("serve", "--max-connections", text, 1...10_000_000)
             },
             OptionSpec(["--journal"], value: "F", "append each journal entry to F as a line of JSON (NDJSON) when its exchange ends") {
                 $0.options.journalFile = $1

@@ -164,6 +164,10 @@ case .serve(let options):
     configuration.parserLimits.maxBodyBytes = options.maxBodyBytes
     configuration.headerTimeoutMilliseconds = options.headerTimeoutMilliseconds
     configuration.bodyTimeoutMilliseconds = options.bodyTimeoutMilliseconds
+    configuration.maxConnections = options.maxConnections
+    if let warning = ConnectionLimit.warning(configured: options.maxConnections) {
+        writeStandardError("faultline: \(warning)\n")
+    }
     configuration.journalFile = options.journalFile
     configuration.requestLog = options.requestLog
     configuration.scenarioPaths = paths

@@ -73,12 +73,12 @@ final class AdminAPI {
 
     /// The 400 message for a `route=` filter that names nothing the journal could hold, or nil when it is fine: a
     /// loaded scenario's route id, the route of a kept entry (its scenario may since have gone), or one of the policy
-    /// layer's own answers (`auth:token`, `rate-limit:ID`, `resource:ID`).
+    /// layer's own answers (`auth:token`, `rate-limit:ID`, `resource:ID`), or the server's own `connection-limit`.
     func unknownRoute(_ route: String) -> String? {
         // The common case first: a loaded route or a policy's name, known without reading the journal (a test that
         // polls `?route=ID` should not walk 10,000 entries per poll).
-        if route == DecisionSource.tokenEndpoint.description || route.hasPrefix("rate-limit:")
-            || route.hasPrefix("resource:")
+        if route == DecisionSource.tokenEndpoint.description || route == DecisionSource.connectionLimit.description
+            || route.hasPrefix("rate-limit:") || route.hasPrefix("resource:")
             || core.engine.scenarios.contains(where: { $0.routes.contains(where: { $0.id == route }) }) {
             return nil
         }

@@ -75,6 +75,18 @@ enum Posix {
         #endif
     }
 
+    /// The soft limit on open descriptors (RLIMIT_NOFILE); nil when there is none or it cannot be read.
+    static func descriptorLimit() -> Int? {
+        var limit = rlimit()
+        #if canImport(Glibc)
+        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return nil }
+        #else
+        guard getrlimit(RLIMIT_NOFILE, &limit) == 0 else { return nil }
+        #endif
+        // RLIM_INFINITY is all ones on Linux, 2^63 − 1 on Darwin: either way, no Int below it.
+        return limit.rlim_cur >= rlim_t(Int.max) ? nil : Int(limit.rlim_cur)
+    }
+
     /// Non-blocking and close-on-exec, the way every descriptor of the server's own is opened.
     static func makeNonBlocking(_ fd: Int32) {
         let flags = fcntl(fd, F_GETFL)

@@ -12,6 +12,9 @@ struct ConnectionInfo {
     let clientHost: String
     /// Accepted on the admin-only port (`--admin-port`): it serves the admin API and nothing else.
     var adminOnly = false
+    /// Accepted past the connection limit (`ConnectionLimit`), which was this: its requests get 503 and a close,
+    /// its admin API calls are served.
+    var pastLimit: Int?
     /// Monotonic ns at accept: a request on a connection accepted after an answer ended was sent after it.
     let openedAtNanos: UInt64
 
@@ -52,6 +55,7 @@ final class Dispatcher {
             }
             return exchange
         }
+        if let limit = connection.pastLimit { return connectionLimited(request, context, connection, limit: limit) }
         let decision = core.engine.decide(
             request, requestID: core.journal.nextSequence, connectionRequestIndex: context.indexOnConnection,
             client: connection.clientHost,
@@ -81,6 +85,51 @@ final class Dispatcher {
             sequence: core.record(consume entry), script: decision.script, clientWantsClose: clientWantsClose)
         exchange.engineCompletion = decision.completion
         return exchange
+    }
+
+    /// A request on a connection accepted past the connection limit: 503 with `Retry-After: 1` (RFC 9110 §15.6.4:
+    /// the server is overloaded, try again), and over HTTP/1.1 a close, which frees the connection's place. Journaled
+    /// under the route `connection-limit`; no scenario, rule or verdict sees it.
+    private func connectionLimited(
+        _ request: HTTPRequest, _ context: RequestContext, _ connection: ConnectionInfo, limit: Int
+    ) -> Exchange {
+        var entry = Self.entry(context, connection, head: request.head, body: request.body)
+        entry.route = .connectionLimit
+        entry.answeredBy = .connectionLimit
+        entry.status = 503
+        let reason = "\(limit) client connections were open (serve --max-connections \(limit)): this one was "
+            + "accepted past the limit, to be told so"
+        var response = HTTPResponse.json(503, .object([
+            ("error", .string(HTTPStatus.reasonPhrase(503))), ("status", .int(503)), ("reason", .string(reason)),
+        ]))
+        response.headers.append(name: "Retry-After", value: "1")
+        let script: ResponseScript
+        if connection.exchangeProtocol == .http1 {
+            let head = ResponseHead(status: 503, headers: response.headers, bodyLength: response.body.count, close: true)
+            script = ResponseScript(
+                steps: [.head(head), .body(response.body), .end, .endConnection(.connectionClose)], status: 503,
+                keepAlive: false)
+        } else {
+            script = .simple(for: request, response: response)
+        }
+        // The client did not ask for the close: the lingering close protects the answer from an RST.
+        return Exchange(sequence: core.record(consume entry), script: script, clientWantsClose: false)
+    }
+
+    /// A connection closed as soon as it was accepted (`ConnectionLimit`): a connection entry under the route
+    /// `connection-limit` that says why.
+    func journalRefusedConnection(id: Int, clientAddress: String, tls: Bool, reason: String) {
+        let now = Clock.monotonicNanos()
+        var entry = JournalEntry(
+            receivedAtWall: Clock.wallSeconds(), receivedAtMonotonicNanos: now, connectionID: id, indexOnConnection: 0,
+            clientAddress: clientAddress, head: nil,
+            rawRequestLine: "(a connection\(tls ? " on the TLS port" : ""), closed at once: \(reason))")
+        entry.isConnectionEntry = true
+        entry.route = .connectionLimit
+        entry.answeredBy = .connectionLimit
+        entry.outcome = .rejected
+        entry.finishedAtMonotonicNanos = now
+        core.record(entry)
     }
 
     /// A request that is not valid HTTP: journaled as malformed, answered with its status and a close.

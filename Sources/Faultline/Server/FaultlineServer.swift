@@ -57,6 +57,12 @@ public final class FaultlineServer: Sendable {
         /// Over HTTP/1.1, a request's body must be complete this long after its header section, or it gets 408 and
         /// the connection closes; 0 for no limit. (HTTP/2's whole request has `headerTimeoutMilliseconds`.)
         public var bodyTimeoutMilliseconds: Int = 60_000
+        /// Client connections open at once on the stub ports (plain and TLS; not `adminPort`'s). Past it, a request
+        /// gets 503 with `Retry-After` and its connection closes (admin API calls are still served); past it by
+        /// `ConnectionLimit.overflow`, a new connection is closed at once. Each is journaled. nil: the descriptor
+        /// limit (RLIMIT_NOFILE) less `ConnectionLimit.reserve`, so that the journal file, upstream connections
+        /// and the admin API keep descriptors to work with.
+        public var maxConnections: Int?
         /// Append every journal entry to this file as one line of JSON (NDJSON) when its exchange ends; nil for
         /// none. The file is opened (created if needed) when the server starts.
         public var journalFile: String?

@@ -56,6 +56,13 @@ final class ServerCore: @unchecked Sendable {
     @exclusivity(unchecked) var journalFile: JournalFile?
 
     var connectionCount: Int { connections.count }
+    /// `--max-connections` (`ConnectionLimit`): what a new connection on a stub port gets.
+    let connectionLimit: ConnectionLimit
+    /// Connections open on the stub ports (plain and TLS), which the limit counts: `connections` less the admin
+    /// port's.
+    @exclusivity(unchecked) private(set) var openStubConnections = 0
+    /// A descriptor kept open to be given up when accept fails for want of descriptors (`acceptFailed`).
+    private var spareDescriptor: Int32 = -1
 
     init(loop: EventLoop, configuration: FaultlineServer.Configuration) {
         self.loop = loop
@@ -73,12 +80,14 @@ final class ServerCore: @unchecked Sendable {
         http2.parserLimits = configuration.parserLimits
         http2.requestTimeoutMilliseconds = configuration.headerTimeoutMilliseconds
         http2Settings = http2
+        connectionLimit = ConnectionLimit(configured: configuration.maxConnections, descriptorLimit: Posix.descriptorLimit())
     }
 
     /// Binds and listens: the plain port, and the TLS port when TLS is configured. Runs before the loop thread
     /// starts, so touching libevent here is safe.
     func listen() throws(ServerError) {
         (listener, port) = try bind(port: configuration.port, Self.acceptPlain)
+        spareDescriptor = Self.openSpare()
         if let requested = configuration.adminPort {
             (adminListener, adminPort) = try bind(port: requested) { _, fd, address, length, context in
                 let core = Unmanaged<ServerCore>.fromOpaque(context!).takeUnretainedValue()
@@ -204,9 +213,9 @@ final class ServerCore: @unchecked Sendable {
             throw .cannotListen(host: configuration.host, port: requested, reason: String(cString: strerror(errno)))
         }
         evconnlistener_set_error_cb(bound) { listener, context in
-            // EMFILE and friends: pause accepting briefly instead of spinning on the error.
+            let code = errno
             let core = Unmanaged<ServerCore>.fromOpaque(context!).takeUnretainedValue()
-            core.acceptFailed()
+            core.acceptFailed(listener, errno: code)
         }
         var address = sockaddr_storage()
         var addressLength = socklen_t(MemoryLayout<sockaddr_storage>.size)
@@ -223,7 +232,38 @@ final class ServerCore: @unchecked Sendable {
 
     private var acceptPause: LoopTimer?
 
-    private func acceptFailed() {
+    private static func openSpare() -> Int32 {
+        open("/dev/null", O_RDONLY | O_CLOEXEC)
+    }
+
+    /// accept failed. Out of descriptors (EMFILE, ENFILE): the spare is given up for the connection that waits,
+    /// which is journaled and closed (`ConnectionLimit`); libevent calls again while more wait. Otherwise, or when
+    /// even that fails: accepting pauses for 100 ms instead of spinning on the error.
+    private func acceptFailed(_ failing: OpaquePointer?, errno code: Int32) {
+        if code == EMFILE || code == ENFILE, let failing, spareDescriptor >= 0 {
+            Posix.close(spareDescriptor)
+            var address = sockaddr_storage()
+            var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+            let fd = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    accept(evconnlistener_get_fd(failing), $0, &length)
+                }
+            }
+            if fd >= 0 {
+                let id = nextConnectionID
+                nextConnectionID += 1
+                let peer = withUnsafeMutablePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Self.describe($0) }
+                }
+                Posix.close(fd)
+                dispatcher.journalRefusedConnection(
+                    id: id, clientAddress: peer, tls: failing == tlsListener,
+                    reason: "out of file descriptors (\(code == EMFILE ? "EMFILE" : "ENFILE"): ulimit -n "
+                        + "\(Posix.descriptorLimit().map(String.init) ?? "unlimited"), \(connections.count) connections open)")
+            }
+            spareDescriptor = Self.openSpare()
+            if fd >= 0 && spareDescriptor >= 0 { return }
+        }
         guard acceptPause == nil else { return }
         for listener in [listener, tlsListener].compactMap({ $0 }) { evconnlistener_disable(listener) }
         acceptPause = LoopTimer(loop: loop, milliseconds: 100) { [unowned self] in
@@ -236,12 +276,23 @@ final class ServerCore: @unchecked Sendable {
     func accepted(fd: Int32, address: UnsafeMutablePointer<sockaddr>?, length: Int32, tls: Bool, adminOnly: Bool = false) {
         let id = nextConnectionID
         nextConnectionID += 1
+        let admission = adminOnly ? .within : connectionLimit.admit(open: openStubConnections)
+        if admission == .refused {
+            Posix.close(fd)
+            dispatcher.journalRefusedConnection(
+                id: id, clientAddress: Self.describe(address), tls: tls,
+                reason: "\(openStubConnections) connections open, \(ConnectionLimit.overflow) past --max-connections "
+                    + "\(connectionLimit.limit)")
+            return
+        }
         let tcp = TCPTransport(fd: fd, peerAddress: Self.describe(address), loop: loop, scratch: readScratch)
         // Under network conditions the listener's state answers first (reset-on-accept closes it here).
         if !network.isQuiet, !adminOnly, !network.admit(tcp, id: id) { return }
         // The journal's client address is the transport's peer: one source, whatever the transport.
         var info = ConnectionInfo(id: id, clientAddress: tcp.peerAddress)
         info.adminOnly = adminOnly
+        if admission == .pastLimit { info.pastLimit = connectionLimit.limit }
+        if !adminOnly { openStubConnections += 1 }
         if tls, let tlsContext {
             let transport = TLSTransport(
                 tcp: tcp, context: tlsContext, loop: loop, plaintext: tlsScratch,
@@ -289,6 +340,7 @@ final class ServerCore: @unchecked Sendable {
 
     func connectionClosed(_ connection: ClientConnection) {
         connections[connection.id] = nil
+        if !connection.info.adminOnly { openStubConnections -= 1 }
         journalWaits.ownerGone(connection.id)
         if feedActive { events.ownerGone(connection.id) }
         if stopWhenClosed?.connection == connection.id { stop() }
@@ -474,6 +526,8 @@ final class ServerCore: @unchecked Sendable {
         if let adminListener { evconnlistener_free(adminListener) }
         adminListener = nil
         acceptPause?.cancel()
+        if spareDescriptor >= 0 { Posix.close(spareDescriptor) }
+        spareDescriptor = -1
         for event in signalEvents {
             event_del(event)
             event_free(event)

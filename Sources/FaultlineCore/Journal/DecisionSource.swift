@@ -12,6 +12,9 @@ public enum DecisionSource: Sendable, Hashable, CustomStringConvertible {
     case rateLimit(String)
     /// The resource with this id, matched by its own path (no route took the request); printed `resource:ID`.
     case resource(String)
+    /// A 503 the server answered because its connection limit was reached (`serve --max-connections`): the
+    /// request came on a connection accepted past the limit. Printed `connection-limit`.
+    case connectionLimit
 
     /// The journal's `route` field (JSON, NDJSON, HAR `_route`, the request log) and what `JournalFilter.route`
     /// (`?route=` on the admin API) is compared with.
@@ -21,6 +24,7 @@ public enum DecisionSource: Sendable, Hashable, CustomStringConvertible {
         case .tokenEndpoint: return "auth:token"
         case .rateLimit(let id): return "rate-limit:\(id)"
         case .resource(let id): return "resource:\(id)"
+        case .connectionLimit: return "connection-limit"
         }
     }
 
@@ -41,6 +45,8 @@ public enum DecisionSource: Sendable, Hashable, CustomStringConvertible {
             self = .tokenEndpoint
         } else if scenario == nil, text.hasPrefix("rate-limit:") {
             self = .rateLimit(String(text.dropFirst("rate-limit:".count)))
+        } else if scenario == nil, text == DecisionSource.connectionLimit.description {
+            self = .connectionLimit
         } else {
             self = .route(text)
         }
@@ -55,11 +61,15 @@ public enum PolicyAnswer: Sendable, Hashable, CustomStringConvertible {
     case auth
     /// The rate-limit rule with this id turned the request away: 429 or 503. The journal prints it `rate-limit:ID`.
     case rateLimit(String)
+    /// The server's connection limit (`serve --max-connections`): 503 on a connection accepted past it. The journal
+    /// prints it `connection-limit`.
+    case connectionLimit
 
     public var description: String {
         switch self {
         case .auth: return "auth"
         case .rateLimit(let id): return "rate-limit:\(id)"
+        case .connectionLimit: return "connection-limit"
         }
     }
 
@@ -67,6 +77,8 @@ public enum PolicyAnswer: Sendable, Hashable, CustomStringConvertible {
     public init?(journalText text: String) {
         if text == "auth" {
             self = .auth
+        } else if text == "connection-limit" {
+            self = .connectionLimit
         } else if text.hasPrefix("rate-limit:") {
             self = .rateLimit(String(text.dropFirst("rate-limit:".count)))
         } else {

@@ -172,10 +172,11 @@ package enum Retries {
     }
 
     /// The attempts the request rules judge: answered by a route or resource (not the token endpoint, not auth's
-    /// 401s, which the refresh rules judge), as chains by `key`.
+    /// 401s, which the refresh rules judge, not the server's own connection-limit 503s), as chains by `key`.
     package static func logicalRequests(_ entries: [JournalEntry], _ key: LogicalRequestKey) -> [[JournalEntry]] {
         chains(entries) { entry in
-            guard entry.route != nil, entry.route != .tokenEndpoint, entry.answeredBy != .auth, let head = entry.head
+            guard entry.route != nil, entry.route != .tokenEndpoint, entry.route != .connectionLimit,
+                  entry.answeredBy != .auth, let head = entry.head
             else { return nil }
             return label(head, key)
         }

@@ -619,7 +619,7 @@ extension Engine {
             var own = input
             own.entries = input.entries.filter { entry in
                 switch entry.route {
-                case nil: return false
+                case nil, .connectionLimit: return false
                 case .tokenEndpoint: return scenario.auth != nil
                 case .rateLimit(let id): return limitIDs.contains(id)
                 case .route, .resource: return entry.scenario == scenario.name
