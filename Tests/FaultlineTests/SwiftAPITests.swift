@@ -105,28 +105,42 @@ import FoundationNetworking
 @Suite struct ScopedServerTests {
     struct Boom: Error {}
 
-    static func refusesConnections(_ port: Int) -> Bool {
-        (try? RawClient(port: port)) == nil
+    /// The `instance` of the server answering on `port` (GET /__faultline/health), or nil when none answers.
+    static func instance(on port: Int) -> String? {
+        guard let client = try? RawClient(port: port),
+              (try? client.send("GET /__faultline/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")) != nil,
+              let response = client.readResponses(1).first,
+              let health = try? JSONDecoder().decode(Health.self, from: Data(response.body.utf8))
+        else { return nil }
+        return health.instance
+    }
+
+    /// The server that answered as `instance` on `port` is gone: nothing answers there, or another server does (the
+    /// parallel tests bind free ports, and one may take this port as soon as it is released).
+    static func stopped(_ port: Int, instance: String?) -> Bool {
+        instance != nil && Self.instance(on: port) != instance
     }
 
     @Test func theServerStopsWhenTheBodyReturns() async throws {
-        let port = try await FaultlineServer.with(scenarioFiles: ["../../scenarios/flaky-catalogue.json"]) { server in
+        let (port, instance) = try await FaultlineServer.with(scenarioFiles: ["../../scenarios/flaky-catalogue.json"]) { server in
             let (_, response) = try await URLSession.shared.data(from: server.baseURL.appendingPathComponent("health"))
             #expect((response as? HTTPURLResponse) != nil)
-            return server.port
+            return (server.port, Self.instance(on: server.port))
         }
-        #expect(Self.refusesConnections(port), "stopped before with(…) returned")
+        #expect(Self.stopped(port, instance: instance), "stopped before with(…) returned")
     }
 
     @Test func theServerStopsWhenTheBodyThrows() async throws {
         var port = 0
+        var instance: String?
         await #expect(throws: Boom.self) {
             try await FaultlineServer.with(scenarioFiles: ["../../scenarios"]) { server in
                 port = server.port
+                instance = Self.instance(on: port)
                 throw Boom()
             }
         }
-        #expect(port > 0 && Self.refusesConnections(port))
+        #expect(port > 0 && Self.stopped(port, instance: instance))
     }
 
     @Test func relativePathsAreResolvedAgainstTheCallingSourceFile() {
