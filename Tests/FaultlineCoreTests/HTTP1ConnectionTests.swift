@@ -347,6 +347,20 @@ final class FakeHTTP1IO: HTTP1ConnectionIO {
         #expect(io.take().contains("resume"))
     }
 
+    @Test func aReadOfManyPipelinedRequestsIsAnsweredASliceAPass() {
+        let (machine, io) = Self.make { _ in }
+        Self.send(machine, String(repeating: Self.get("/q"), count: 200))
+        var actions = io.take()
+        #expect(actions.filter { $0 == "dispatch /q" }.count == 64, "one slice, then the next loop turn")
+        #expect(actions.last { $0 == "pause" || $0 == "resume" } == "pause" && io.timerRunning(.slice))
+        #expect(!io.timerRunning(.header), "the requests wait for the server, not the client")
+        io.advance(0)
+        actions = io.take()
+        #expect(actions.filter { $0 == "dispatch /q" }.count == 136)
+        #expect(actions.last { $0 == "pause" || $0 == "resume" } == "resume" && !io.timerRunning(.slice))
+        #expect(machine.state == .idle)
+    }
+
     @Test func aHangIsReleasedWhenTheClientCloses() {
         let (machine, io) = Self.make {
             $0.scripts["/h"] = ResponseScript(steps: [.hang], status: nil, fault: "hang", keepAlive: false)

@@ -1,7 +1,10 @@
-"""Abuse: slowloris, thousands of idle connections, garbage and hostile framing, clients that vanish mid-response.
+"""Abuse: slowloris, thousands of idle connections, garbage and hostile framing, clients that vanish mid-response,
+pipelining floods (a client that pipelines 10,000 requests and never reads, one that pipelines faster than it reads;
+the attacks and the good client measuring latency meanwhile are Tests/Python/h2_attacks.py's).
 
-Every socket has a timeout and every wait on the server polls with a deadline (the slowloris sender's pacing is
-the only sleep). The whole file takes about 6 s; every wait is bounded, so even a failing run stays short.
+Every socket has a timeout and every wait on the server polls with a deadline (the slowloris sender's pacing and the
+pipelining attacks' pacing are the only sleeps). The whole file takes about 20 s; every wait is bounded, so even a
+failing run stays short.
 """
 
 import json
@@ -18,6 +21,7 @@ from pathlib import Path
 import pytest
 import requests
 
+import h2_attacks
 from conftest import FaultlineProcess, faultline_binary, parse_responses
 
 SOCKET_TIMEOUT_S = 3.0
@@ -562,3 +566,90 @@ def test_a_request_cut_mid_body_is_journaled_with_its_head_and_the_body_so_far(s
     assert entry["error"] == "connection closed by the client in the middle of a request", entry
     assert (entry["body"], entry["bodySize"]) == ("half a body", 11), entry
     assert entry["response"]["outcome"] == "rejected"
+
+
+# -- 5. pipelining floods (Tests/Python/h2_attacks.py; nginx's rows: scripts/h2-abuse-compare.py) -----------------
+
+
+# The pipelining tests run against the routes of h2_attacks (GET /tiny: 4 bytes, GET /page64: 64 KiB of text), a
+# journal large enough for every request, while the good client of h2_attacks measures its latency on another
+# connection.
+PIPELINE_JOURNAL = ["--quiet", "--max-journal", "50000"]
+
+# What these found, and what the server does now: HTTP1Connection.parseAvailable dispatched every request a read
+# brought before it looked at the output, so one 64 KiB read of GET /page64 queued ~2,100 × 64 KiB (135 MB) whatever
+# maxPendingOutput (4 MiB) said, and held the loop for the whole read (80 ms release, 170–300 ms debug). The limits
+# are now looked at before each request, and a parse pass stops after 64 requests or 2 ms (`requestsPerSlice`), the
+# rest waiting for the next loop turn.
+
+
+def settled_count(server, **filters):
+    """The journal's count once it stops changing (the server works through what it read)."""
+    last = poll(lambda: server.count(**filters), lambda value: False, timeout=0)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        time.sleep(0.3)
+        now = server.count(**filters)
+        if now == last:
+            return now
+        last = now
+    return last
+
+
+@pytest.mark.parametrize("path, route", [
+    pytest.param(b"/tiny", "tiny", id="tiny-responses"),
+    pytest.param(b"/page64", "page64", id="64KiB-responses"),
+])
+def test_thousands_of_pipelined_requests_never_read_hold_bounded_output(start_faultline, write_scenario, path, route):
+    """10,000 GETs in one write, no response ever read (RFC 9112 §9.3.2 lets a client pipeline; nothing bounds how
+    many). The server answers them in order while its output takes them and stops reading once it is full, so the
+    rest wait in the kernel: 10,000 × 4 bytes fit (all answered), 10,000 × 64 KiB (640 MB) do not. Every request
+    it read is journaled, answered 200, `completed` or (its response unread when the client left) `client-closed`."""
+    server = start_faultline(write_scenario(h2_attacks.ROUTES), args=PIPELINE_JOURNAL)
+    history = []
+
+    def done():
+        # Every request answered, or (the server stopped reading) a count that no longer changes.
+        history.append(server.count(route=route))
+        return history[-1] == 10_000 or len(history) >= 4 and len(set(history[-4:])) == 1
+
+    measured = h2_attacks.measure(lambda port: h2_attacks.pipeline_flood(port, path, done=done), server.port,
+                                  server.port, [server.proc.pid])
+    result = measured["result"]
+    journaled = settled_count(server, route=route)
+    completed = server.count(route=route, outcome="completed")
+    cut = server.count(route=route, outcome="client-closed")
+    print(f"{result['sent']} requests went, {journaled} read and journaled: {completed} completed, {cut} cut")
+    assert server.count(route=route, status=200) == journaled and completed + cut == journaled
+    if route == "tiny":
+        assert result["all_sent"] and journaled == 10_000, "small responses fit: every request is answered"
+    else:
+        assert 0 < journaled < 10_000, "the server stopped reading once its output was full"
+    assert_normal_request_served_by(server)
+    h2_attacks.assert_unharmed(measured)
+
+
+def test_pipelining_faster_than_reading_gets_every_response_in_order(start_faultline, write_scenario):
+    """100 GETs every 10 ms while reading 4 KiB as often, for 2 s (requests about three times faster than their
+    responses are read), then every response read: each request is answered, in order, 200, none lost, none
+    extra; the journal has every one `completed`; memory stays bounded (the server stops reading past 4 MiB of
+    unsent output)."""
+    server = start_faultline(write_scenario(h2_attacks.ROUTES), args=PIPELINE_JOURNAL)
+    measured = h2_attacks.measure(h2_attacks.pipeline_outpace, server.port, server.port, [server.proc.pid])
+    result = measured["result"]
+    print(f"{result['sent']} requests, {result['responses']} responses")
+    assert result["sent"] >= 1000, "the attack got its requests in"
+    assert result["responses"] == result["sent"] and result["statuses"] == {b"200"} and result["rest"] == b""
+    assert settled_count(server, route="tiny") == result["sent"]
+    assert server.count(route="tiny", outcome="completed") == result["sent"]
+    assert_normal_request_served_by(server)
+    h2_attacks.assert_unharmed(measured)
+
+
+def assert_normal_request_served_by(server):
+    with socket.create_connection(("127.0.0.1", server.port), timeout=SOCKET_TIMEOUT_S) as sock:
+        sock.sendall(b"GET /ok HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    assert received.startswith(b"HTTP/1.1 200 ") and received.endswith(b"still here"), received[-200:]

@@ -146,7 +146,7 @@ final class ClientConnection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDel
         switch codec {
         case .sniffing, .http1: machine.drained()
         case .http2(let http2): http2.drained()
-        case .websocket(let websocket): websocket.session.drained()
+        case .websocket(let websocket): websocket.drained()
         }
     }
 

@@ -31,13 +31,41 @@ final class WebSocketChannel: WebSocketSessionIO {
 
     var pendingOutput: Int { transport.pendingOutput }
 
+    /// Set once the session ended with output still queued: the transport closes when it has drained.
+    private var closeWhenDrained: LoopTimer?
+    private var closed = false
+
     func close(abortive: Bool) {
         for index in timers.indices {
             timers[index]?.cancel()
             timers[index] = nil
         }
+        guard abortive || transport.pendingOutput == 0 else {
+            // Closing now would drop what the kernel has not taken yet — the close frame last of all.
+            transport.setReading(false)
+            closeWhenDrained = LoopTimer(loop: server.loop, milliseconds: WebSocketSession.closingMilliseconds) {
+                [unowned self] in closeNow(abortive: false)
+            }
+            return
+        }
+        closeNow(abortive: abortive)
+    }
+
+    private func closeNow(abortive: Bool) {
+        guard !closed else { return }
+        closed = true
+        closeWhenDrained?.cancel()
+        closeWhenDrained = nil
         onClose(abortive)
     }
+
+    /// The output drained: a close that waited for it happens now, else the session hears of it.
+    func drained() {
+        if closeWhenDrained != nil { return closeNow(abortive: false) }
+        session.drained()
+    }
+
+    func setReading(_ enabled: Bool) { transport.setReading(enabled) }
 
     func startTimer(_ timer: WebSocketTimer, milliseconds: Int) {
         timers[timer.rawValue]?.cancel()

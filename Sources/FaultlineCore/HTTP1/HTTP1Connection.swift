@@ -12,6 +12,9 @@ package enum HTTP1Timer: Int, Sendable, CaseIterable {
     case settle
     /// A lingering close: how long to read and drop the client's input before closing anyway.
     case linger
+    /// The rest of a read of pipelined requests, after a slice of them (`HTTP1Settings.requestsPerSlice`): 0 ms, so
+    /// that other connections' events run between slices.
+    case slice
 }
 
 /// What an HTTP/1.1 connection machine needs from the world: a transport to write to, timers, and the
@@ -72,6 +75,11 @@ package struct HTTP1Settings: Sendable {
     /// without reading must not make us buffer without bound).
     package var maxQueuedExchanges = 128
     package var maxPendingOutput = 4 * 1024 * 1024
+    /// Requests one parse pass dispatches, or how long it may run, before the rest of the read waits for the next
+    /// loop turn with reading off (`HTTP1Timer.slice`). One 64 KiB read holds ~2,000 pipelined GETs: answered in one
+    /// turn, they held every other connection for tens of milliseconds (HTTP/2's `streamsPerTurn` is the same rule).
+    package var requestsPerSlice = 64
+    package var sliceBudgetNanos: UInt64 = 2_000_000
     /// How long to wait for the client's RST after its FIN (loopback answers in microseconds).
     package var settleMilliseconds = 25
     /// How long a closing connection keeps reading the client's input before closing anyway.
@@ -257,6 +265,9 @@ package final class HTTP1Connection {
             }
         case .settle: settled()
         case .linger: teardown(.cancelled)
+        case .slice:
+            sliceWaiting = false
+            parseAvailable()
         }
     }
 
@@ -280,7 +291,22 @@ package final class HTTP1Connection {
 
     private func parseAvailable() {
         parsePass &+= 1
-        while !isClosing, !awaitingUpgrade, let event = parser.next() {
+        // The limits are looked at before each request, not once per read: one 64 KiB read of pipelined GETs is
+        // ~2,000 requests, whose responses would all be queued at once whatever `maxPendingOutput` says. What is
+        // left in the parser waits for the output to drain (`updateReadInterest` parses it on resuming), or, after
+        // a slice of requests, for the next loop turn (`HTTP1Timer.slice`).
+        var dispatched = 0
+        var sliceStart: UInt64 = 0
+        while !isClosing, !awaitingUpgrade, !sliceWaiting, !outputFull, let event = parser.next() {
+            if case .head = event {} else {
+                if dispatched == 0 { sliceStart = io.now().monotonicNanos }
+                dispatched += 1
+                if dispatched >= settings.requestsPerSlice
+                    || (dispatched & 7 == 0 && io.now().monotonicNanos &- sliceStart >= settings.sliceBudgetNanos) {
+                    sliceWaiting = true
+                    start(.slice, 0)
+                }
+            }
             switch event {
             case .head(let head):
                 noteHeadArrival()
@@ -329,6 +355,13 @@ package final class HTTP1Connection {
     /// byte of a head arrives, not re-armed per byte, so a slowloris client cannot keep a connection by trickling.
     /// And 408 when its body is not complete within the body timeout of the header section's end.
     private func updateRequestTimers() {
+        if sliceWaiting || outputFull {
+            // Not reading: requests wait in the parser for the server, not for the client. The deadlines start
+            // again when reading does.
+            cancel(.header)
+            cancel(.body)
+            return
+        }
         if !parser.hasPartialRequest || parser.isReadingBody {
             cancel(.header)
         } else if !isArmed(.header) {
@@ -397,12 +430,18 @@ package final class HTTP1Connection {
         }
     }
 
+    /// A slice of a read's requests was dispatched; the rest wait for `HTTP1Timer.slice`.
+    @exclusivity(unchecked) private var sliceWaiting = false
+
+    private var outputFull: Bool {
+        exchanges.count >= settings.maxQueuedExchanges || io.pendingOutput >= settings.maxPendingOutput
+    }
+
     private func updateReadInterest() {
         switch readSide {
         case .finished: return
         case .open, .paused:
-            let shouldPause = exchanges.count >= settings.maxQueuedExchanges
-                || io.pendingOutput >= settings.maxPendingOutput
+            let shouldPause = outputFull || sliceWaiting
             if shouldPause && readSide == .open {
                 readSide = .paused
                 io.setReading(false)

@@ -172,13 +172,12 @@ package struct WebSocketFrameParser: Sendable {
                 partial = (opcode, payload)
             }
         case .continuation:
-            guard var message = partial else { throw WebSocketViolation(code: 1002, reason: "a continuation with no message to continue") }
-            message.bytes += payload
-            if fin {
+            guard partial != nil else { throw WebSocketViolation(code: 1002, reason: "a continuation with no message to continue") }
+            // In place: a copy of `partial` mutated would copy the whole message so far at every fragment.
+            partial!.bytes += payload
+            if fin, let message = partial {
                 partial = nil
                 events.append(.message(message.opcode, try Self.checked(message.opcode, message.bytes)))
-            } else {
-                partial = message
             }
         case .close:
             guard payload.count != 1 else { throw WebSocketViolation(code: 1002, reason: "a close frame of 1 byte") }

@@ -6,6 +6,9 @@ package enum WebSocketTimer: Int, Sendable, CaseIterable {
     case receive
     /// After our close frame: how long to wait for the client's before closing anyway (RFC 6455 §7.1.1).
     case closing
+    /// The rest of a read, after a slice of its frames (`WebSocketSession.framesPerSlice`): 0 ms, so that other
+    /// connections' events run between slices.
+    case slice
 }
 
 /// What a WebSocket session needs from the world (ARCHITECTURE §4c). `FakeWebSocketIO` in the tests records the
@@ -15,8 +18,11 @@ package protocol WebSocketSessionIO: AnyObject {
     func write(_ bytes: UnsafeRawBufferPointer) -> Bool
     /// Bytes written and not yet taken by the kernel: a large message goes out as it drains (`drained`).
     var pendingOutput: Int { get }
-    /// Ends the transport: RST when `abortive`, else FIN. No call follows.
+    /// Ends the transport: RST when `abortive`, else FIN once what is queued has gone (or a deadline passed).
+    /// No call follows.
     func close(abortive: Bool)
+    /// Reading on or off: off while the output is over `WebSocketSession.maxPendingOutput`.
+    func setReading(_ enabled: Bool)
     func startTimer(_ timer: WebSocketTimer, milliseconds: Int)
     func cancelTimer(_ timer: WebSocketTimer)
     /// Monotonic nanoseconds.
@@ -27,6 +33,11 @@ package protocol WebSocketSessionIO: AnyObject {
     func ended(_ end: WebSocketEnd)
     /// A script fault starts now (`silence`, `drop`, …): when the server went quiet, for the heartbeat verdict.
     func faultStarted(_ name: String)
+}
+
+extension WebSocketSessionIO {
+    /// A transport that cannot stop reading (the tests' fakes) ignores it.
+    package func setReading(_ enabled: Bool) {}
 }
 
 /// One frame in the journal.
@@ -115,6 +126,10 @@ package final class WebSocketSession {
     package static let closingMilliseconds = 2000
     /// The bytes a large message writes at once; the rest waits for the output to drain.
     static let streamPiece = 64 * 1024
+    /// Past this much unsent output (pongs, echoes a client does not read) the session stops reading until it
+    /// drains, as HTTP/1.1 does past its own limit.
+    package static let maxPendingOutput = 1024 * 1024
+    private var readingPaused = false
 
     package init(io: WebSocketSessionIO, plan: WebSocketSessionPlan) {
         self.io = io
@@ -133,6 +148,19 @@ package final class WebSocketSession {
     package func received(_ bytes: UnsafeRawBufferPointer) {
         guard state != .closed else { return }
         parser.append(bytes)
+        if !sliceWaiting { parseBuffered() }
+    }
+
+    /// Frames one pass handles, or how long it may run, before the rest of the read waits for the next loop turn
+    /// with reading off (`WebSocketTimer.slice`): a 64 KiB read holds ~9,000 one-byte frames, and echoing them all in
+    /// one turn held every other connection for hundreds of milliseconds.
+    package static let framesPerSlice = 256
+    static let sliceBudgetNanos: UInt64 = 2_000_000
+    private var sliceWaiting = false
+
+    private func parseBuffered() {
+        let started = io.nowNanos()
+        var handled = 0
         while state != .closed {
             let events: [WebSocketFrameParser.Event]
             do throws(WebSocketViolation) {
@@ -147,6 +175,19 @@ package final class WebSocketSession {
                 case .frame(let frame): handle(frame)
                 case .message(let opcode, let bytes): message(opcode, bytes)
                 }
+            }
+            guard state != .closed else { return }
+            if !readingPaused, io.pendingOutput >= Self.maxPendingOutput {
+                readingPaused = true
+                io.setReading(false)
+            }
+            handled += 1
+            if handled >= Self.framesPerSlice
+                || (handled & 15 == 0 && io.nowNanos() &- started >= Self.sliceBudgetNanos) {
+                sliceWaiting = true
+                io.setReading(false)
+                io.startTimer(.slice, milliseconds: 0)
+                return
             }
         }
     }
@@ -222,6 +263,10 @@ package final class WebSocketSession {
     package func timerFired(_ timer: WebSocketTimer) {
         guard state != .closed else { return }
         switch timer {
+        case .slice:
+            sliceWaiting = false
+            if !readingPaused { io.setReading(true) }
+            parseBuffered()
         case .script:
             if var pending = fragments {
                 let next = pending.left.removeFirst()
@@ -361,7 +406,12 @@ package final class WebSocketSession {
 
     /// The output drained: the large message goes on.
     package func drained() {
-        guard state != .closed, streaming != nil else { return }
+        guard state != .closed else { return }
+        if readingPaused {
+            readingPaused = false
+            if !sliceWaiting { io.setReading(true) }
+        }
+        guard streaming != nil else { return }
         pump()
     }
 
