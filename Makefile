@@ -133,10 +133,14 @@ hotpath:
 	@scripts/ensure-deps.sh hotpath
 	scripts/hotpath.sh
 
-# A mixed load with every fault for SOAK_SECONDS (default 180) against a release build; fails unless the journal
-# counted every request exactly, descriptors return to their baseline and RSS stays flat. Not part of `make test`
-# (Tests/Python/test_soak_short.py runs it for 8 s).
+# A mixed load over every protocol for SOAK_SECONDS (default 180) against a release build (scripts/soak.py): HTTP/1.1
+# with every fault, HTTPS with the TLS handshake faults, h2 and h2c with every HTTP/2 fault and the client's RST_STREAM
+# and GOAWAY, ws and wss sessions, proxied requests to an upstream in the soak, a download cut and resumed, and network
+# changes on a second server. Fails unless the journal counted every request and connection attempt exactly, per kind,
+# route and protocol, with the outcome each kind expects, descriptors return to their baseline, RSS stays flat and
+# SIGTERM exits 0. Not part of `make test` (Tests/Python/test_soak_short.py runs it for 8 s).
 soak: deps
+	@scripts/ensure-deps.sh soak
 	$(SWIFT) build -c release --product faultline
 	python3 scripts/soak.py
 

@@ -16,7 +16,8 @@
 #   Mac checks its own formula.
 #   docs: mkdocs and mkdocs-material from PyPI at the versions pinned below (scripts/docs.sh: the documentation
 #   site; DocC comes with the Swift toolchain). test installs them too, for Tests/Python/test_docs_site.py.
-# Usage: scripts/ensure-deps.sh [build|test|docs|bench|hotpath|dist|brew]
+#   soak: the build group, and Python's h2 and websockets (scripts/soak.py's HTTP/2 and WebSocket clients).
+# Usage: scripts/ensure-deps.sh [build|test|docs|bench|hotpath|dist|brew|soak]
 set -euo pipefail
 need="${1:-build}"
 # The documentation site's Python packages, pinned here only (mkdocs.yml is written for these).
@@ -103,6 +104,18 @@ if [ "${#apt_packages[@]}" -gt 0 ]; then
     echo "ensure-deps: installing ${apt_packages[*]}" >&2
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${apt_packages[@]}" >/dev/null
+fi
+
+if [ "$need" = soak ]; then
+    # scripts/soak.py's clients: h2 (HTTP/2 on raw sockets) and websockets' asyncio client. pip where it may install,
+    # else Debian's own packages, as for test below.
+    if ! python3 -c 'import h2, websockets' 2>/dev/null; then
+        echo "ensure-deps: installing Python packages h2, websockets (scripts/soak.py)" >&2
+        if ! python3 -m pip install -q h2 websockets 2>/dev/null; then
+            $sudo apt-get update -qq
+            DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-h2 python3-websockets >/dev/null
+        fi
+    fi
 fi
 
 if [ "$need" = test ]; then
