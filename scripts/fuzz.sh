@@ -10,6 +10,10 @@
 #                values, writes and versions carried over, RFC 9110 framing of 206, 416, 304 and HEAD
 #   h2-frames    the HTTP/2 codec (HTTP2Connection on nghttp2) over a fake transport, loop and Dispatcher: a
 #                preface and frames in random pieces, timers, drains, scripted responses, resets and GOAWAYs
+#   upstream-response  the proxy's reading of a hostile upstream's answer (HTTPResponseParser): any bytes, in
+#                random reads and whole, must give the same response RFC 9112 allows or a failure (a 502)
+#   websocket-network  a WebSocket session while the network misbehaves: a client's bytes cut anywhere, output
+#                that backs up and drains, drops, FINs and teardowns in between; bounded, live, whole frames
 # Usage: scripts/fuzz.sh [target...]   (default: all targets)
 # Environment: FUZZ_SECONDS (default 60) per target; FUZZ_OPTIMIZE (default -O; -Onone builds in about a third
 # of the time but executes inputs four to eight times slower); SWIFTC (default swiftc); FUZZ_RUNS: run exactly
@@ -39,7 +43,7 @@ optimize="${FUZZ_OPTIMIZE:--O}"
 swiftc="${SWIFTC:-swiftc}"
 # One build folder per optimization level, so switching between `make fuzz` and `make fuzz-ci` rebuilds nothing.
 build=".build/fuzz/${optimize#-}"
-all_targets=(http-parser scenario resource websocket tls-accept h2-frames)
+all_targets=(http-parser scenario resource websocket tls-accept h2-frames upstream-response websocket-network)
 targets=("$@")
 [ "${#targets[@]}" -gt 0 ] || targets=("${all_targets[@]}")
 
@@ -52,6 +56,8 @@ swift_name() {
         websocket) echo WebSocket ;;
         tls-accept) echo TLSAccept ;;
         h2-frames) echo HTTP2Frames ;;
+        upstream-response) echo UpstreamResponse ;;
+        websocket-network) echo WebSocketNetwork ;;
         *) echo "fuzz: unknown target $1 (targets: ${all_targets[*]})" >&2; exit 2 ;;
     esac
 }
@@ -65,6 +71,8 @@ run_options() {
         websocket) echo "-max_len=2048" ;;
         tls-accept) echo "-max_len=4096" ;;
         h2-frames) echo "-max_len=4096" ;;
+        upstream-response) echo "-dict=Fuzz/http.dict -max_len=2048" ;;
+        websocket-network) echo "-max_len=4096" ;;
     esac
 }
 

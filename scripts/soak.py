@@ -497,6 +497,10 @@ class Upstream(http.server.ThreadingHTTPServer):
     def url(self):
         return f"http://127.0.0.1:{self.server_address[1]}"
 
+    def handle_error(self, request, client_address):
+        """A connection the proxy reset or closed (a cut stream, its pool closing an idle one) is expected: no
+        traceback on stderr. What reached the upstream is counted by the handler, and compared."""
+
     def process_request_thread(self, request, client_address):
         with self.lock:
             self.connections.add(request)

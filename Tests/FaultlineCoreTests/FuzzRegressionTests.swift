@@ -32,7 +32,7 @@ private enum FuzzInputs {
 
 @Suite("Fuzz inputs")
 struct FuzzRegressionTests {
-    @Test("the fuzzers' seed folders are found", arguments: ["http-parser", "scenario", "resource", "websocket"])
+    @Test("the fuzzers' seed folders are found", arguments: ["http-parser", "scenario", "resource", "websocket", "upstream-response", "websocket-network"])
     func seedsArePresent(target: String) {
         #expect(FuzzInputs.files(of: target).contains { $0.hasPrefix("corpus/") })
     }
@@ -45,6 +45,18 @@ struct FuzzRegressionTests {
     @Test("websocket input keeps every rule", arguments: FuzzInputs.files(of: "websocket"))
     func webSocketInput(path: String) throws {
         #expect(WebSocketFuzzCheck.violations(in: try FuzzInputs.bytes(path)) == [])
+    }
+
+    @Test("upstream-response input keeps every rule", arguments: FuzzInputs.files(of: "upstream-response"))
+    func upstreamResponseInput(path: String) throws {
+        let violations = UpstreamResponseFuzzCheck.violations(in: try FuzzInputs.bytes(path))
+        #expect(violations.isEmpty, "\(violations)")
+    }
+
+    @Test("websocket-network input keeps every rule", arguments: FuzzInputs.files(of: "websocket-network"))
+    func webSocketNetworkInput(path: String) throws {
+        let violations = WebSocketNetworkFuzzCheck.violations(in: try FuzzInputs.bytes(path))
+        #expect(violations.isEmpty, "\(violations)")
     }
 
     @Test("resource input keeps every rule", arguments: FuzzInputs.files(of: "resource"))

@@ -73,6 +73,8 @@ package struct HTTPResponseParser: Sendable {
     private var state = State.head
     private var buffer: [UInt8] = []
     private var position = 0
+    /// Where `headEnd` goes on looking (an index into `buffer`, at or past `position` while a head is read).
+    private var headScan = 0
     private var response = UpstreamResponse(status: 0)
     /// Whether any byte arrived: a reused connection that closes before one did was stale, and the request may
     /// be retried on a fresh one.
@@ -140,6 +142,7 @@ package struct HTTPResponseParser: Sendable {
         if position > 0 && position == buffer.count {
             buffer.removeAll(keepingCapacity: true)
             position = 0
+            headScan = 0
         }
         buffer.append(contentsOf: bytes)
         return run()
@@ -262,16 +265,22 @@ package struct HTTPResponseParser: Sendable {
         return .complete(response, extraBytes: position < buffer.count)
     }
 
-    /// The index just past the header section's empty line, or nil while it has not arrived.
-    private func headEnd() -> Int? {
-        var index = position
+    /// The index just past the header section's empty line, or nil while it has not arrived. The search goes on
+    /// from where the last one stopped (`headScan`): an upstream that drips its header section a byte per read
+    /// would otherwise have it scanned from the start each time (the `upstream-response` fuzzer's reads showed it).
+    private mutating func headEnd() -> Int? {
+        var index = max(position, headScan)
         while let newline = buffer[index...].firstIndex(of: 0x0A) {
             let next = newline + 1
             if next < buffer.count, buffer[next] == 0x0A { return next + 1 }
             if next + 1 < buffer.count, buffer[next] == 0x0D, buffer[next + 1] == 0x0A { return next + 2 }
-            if next >= buffer.count || (next + 1 >= buffer.count && buffer[next] == 0x0D) { return nil }
+            if next >= buffer.count || (next + 1 >= buffer.count && buffer[next] == 0x0D) {
+                headScan = newline  // this line's end, and what follows it, are looked at again
+                return nil
+            }
             index = next
         }
+        headScan = buffer.count
         return nil
     }
 

@@ -129,6 +129,12 @@ package final class WebSocketSession {
     /// Past this much unsent output (pongs, echoes a client does not read) the session stops reading until it
     /// drains, as HTTP/1.1 does past its own limit.
     package static let maxPendingOutput = 1024 * 1024
+    /// Frames waiting behind a large message that is going out (`streaming`): pongs and echoes of a client that
+    /// keeps sending while it does not read. Counted with the transport's unsent bytes against `maxPendingOutput`.
+    private var queuedBytes = 0
+    /// Output the session has made that the kernel has not taken: the transport's unsent bytes and the frames
+    /// queued behind a large message.
+    package var unsentOutput: Int { io.pendingOutput + queuedBytes }
     private var readingPaused = false
 
     package init(io: WebSocketSessionIO, plan: WebSocketSessionPlan) {
@@ -177,7 +183,7 @@ package final class WebSocketSession {
                 }
             }
             guard state != .closed else { return }
-            if !readingPaused, io.pendingOutput >= Self.maxPendingOutput {
+            if !readingPaused, unsentOutput >= Self.maxPendingOutput {
                 readingPaused = true
                 io.setReading(false)
             }
@@ -427,6 +433,7 @@ package final class WebSocketSession {
         guard streaming == nil else { return }
         let waiting = queued
         queued = []
+        queuedBytes = 0
         for frame in waiting where state != .closed { sendRaw(frame) }
     }
 
@@ -439,6 +446,7 @@ package final class WebSocketSession {
     private func sendRaw(_ frame: WebSocketFrame) {
         if streaming != nil {
             queued.append(frame)
+            queuedBytes += frame.payload.count + 14
             return
         }
         let written = frame.serialized().withUnsafeBytes { io.write($0) }
