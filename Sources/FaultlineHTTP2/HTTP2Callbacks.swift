@@ -14,6 +14,12 @@ extension HTTP2Connection {
     static let stop = Int32(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue)
 
     static func install(_ callbacks: OpaquePointer?) {
+        nghttp2_session_callbacks_set_on_begin_frame_callback(callbacks) { _, header, user in
+            guard let header, header.pointee.type == UInt8(NGHTTP2_HEADERS.rawValue), !HTTP2Connection.stopped(user)
+            else { return 0 }
+            HTTP2Connection.connection(user).headersBegin(header.pointee.stream_id)
+            return 0
+        }
         nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, frame, user in
             guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue),
                   frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST else { return 0 }

@@ -194,6 +194,7 @@ extension HTTP2Connection {
     func frameSent(_ frame: UnsafePointer<nghttp2_frame>) {
         let header = frame.pointee.hd
         if header.type == UInt8(NGHTTP2_GOAWAY.rawValue) {
+            goawayWentOut = true
             let code = frame.pointee.goaway.error_code
             if ourGoaways > 0 {
                 ourGoaways -= 1

@@ -4,6 +4,18 @@ import FaultlineCore
 extension HTTP2Connection {
     // MARK: - Requests
 
+    /// A HEADERS frame begins (nghttp2's begin-frame callback, before it decides anything about it). A new client
+    /// stream after our GOAWAY went out is one nghttp2 will ignore without a callback: it reached the server, so it
+    /// is journaled here, once (`highestStream` moves past it).
+    func headersBegin(_ id: Int32) {
+        guard goawayWentOut, id % 2 == 1, id > highestStream, streams[id] == nil, let session else { return }
+        highestStream = id
+        let last = state.goawayLastStream ?? nghttp2_session_get_last_proc_stream_id(session)
+        let context = RequestContext(arrival: io.now(), arrivedNow: true, indexOnConnection: requestCount, stream: Int(id))
+        requestCount += 1
+        io.journalIgnoredStream(context, afterGoaway: last)
+    }
+
     func beginStream(_ id: Int32) {
         highestStream = max(highestStream, id)
         let stream = HTTP2Stream(id: id, arrival: io.now(), index: requestCount)

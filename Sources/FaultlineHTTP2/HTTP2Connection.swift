@@ -20,6 +20,8 @@ package final class HTTP2Connection {
     @exclusivity(unchecked) var gracefulTimer: CancellableTimer?
     /// GOAWAYs a script or the server submitted and nghttp2 has not sent yet (any other is nghttp2's own).
     @exclusivity(unchecked) var ourGoaways = 0
+    /// A GOAWAY of the server's has gone out (ours or nghttp2's): new client streams are ignored from now on.
+    @exclusivity(unchecked) var goawayWentOut = false
     /// How the streams ended when the connection began to close (the first `endAllStreams`).
     @exclusivity(unchecked) var closingOutcome: ExchangeOutcome?
     /// The connection error journaled for this connection (at most one).

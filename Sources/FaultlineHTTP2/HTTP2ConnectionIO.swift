@@ -25,6 +25,10 @@ package protocol HTTP2ConnectionIO: AnyObject {
     func journalUnanswered(
         _ request: HTTPRequest?, _ error: HTTPParseError?, _ context: RequestContext, _ outcome: ExchangeOutcome,
         client: HTTP2ClientFrames)
+    /// A request the client began after our GOAWAY had gone out: nghttp2 reads its header block (HPACK must stay in
+    /// step) but hands none of it up, and never processes it (RFC 9113 §6.8). Journaled `not-processed`, with the
+    /// stream and the GOAWAY's last stream id, since the request's fields are not known.
+    func journalIgnoredStream(_ context: RequestContext, afterGoaway lastStream: Int32)
     func finished(_ exchange: Exchange, _ outcome: ExchangeOutcome, at: UInt64?)
     /// The client sent RST_STREAM on the stream journaled as `sequence`, or GOAWAY while its exchange was under
     /// way: `frames` is all it sent about that entry so far.

@@ -262,6 +262,11 @@ final class ClientConnection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDel
         server.dispatcher.journalUnanswered(request, error, context, on: info, outcome, client: client)
     }
 
+    func journalIgnoredStream(_ context: RequestContext, afterGoaway lastStream: Int32) {
+        requestsJournaled &+= 1
+        server.dispatcher.journalIgnoredStream(context, on: info, afterGoaway: Int(lastStream))
+    }
+
     func clientSent(_ frames: HTTP2ClientFrames, onEntry sequence: Int) {
         server.dispatcher.clientSent(frames, onEntry: sequence)
     }

@@ -175,6 +175,18 @@ final class Dispatcher {
         core.record(entry)
     }
 
+    /// An HTTP/2 request begun after the server's GOAWAY went out, which nghttp2 ignored: its fields are not known,
+    /// so the entry names the stream and the GOAWAY; `not-processed`, as RFC 9113 §6.8 lets a client retry it.
+    func journalIgnoredStream(_ context: RequestContext, on connection: ConnectionInfo, afterGoaway lastStream: Int) {
+        var entry = Self.entry(
+            context, connection, head: nil,
+            rawRequestLine: "(HEADERS on stream \(context.stream ?? 0) after the server's GOAWAY, last stream "
+                + "\(lastStream): not processed)")
+        entry.outcome = .notProcessed
+        entry.finishedAtMonotonicNanos = Clock.monotonicNanos()
+        core.record(entry)
+    }
+
     /// An exchange ended: tell the engine (token refresh in flight, idempotent response to store) and the journal.
     func finished(_ exchange: Exchange, _ outcome: ExchangeOutcome, at: UInt64?) {
         // One moment for the journal and the engine: a request that arrived after it follows this exchange (`Retries`).

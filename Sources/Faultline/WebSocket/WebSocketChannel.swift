@@ -95,8 +95,13 @@ final class WebSocketChannel: WebSocketSessionIO {
 
     func ended(_ end: WebSocketEnd) {
         if let sequence = exchange.sequence { server.updateEntry(sequence) { $0.websocket?.end = end } }
-        let outcome: ExchangeOutcome = end.fault != nil ? .closedByFault : end.by == .client && end.code == nil
-            ? .clientClosed : .completed
+        let outcome: ExchangeOutcome = if let reset = end.droppedWithReset {
+            reset ? .resetSent : .closedByFault
+        } else if end.fault != nil {
+            .closedByFault
+        } else {
+            end.by == .client && end.code == nil ? .clientClosed : .completed
+        }
         server.dispatcher.finished(exchange, outcome, at: end.atMonotonicNanos)
     }
 }

@@ -277,7 +277,11 @@ package final class HTTP1Connection {
     package func received(_ bytes: UnsafeRawBufferPointer) {
         cancel(.idle)
         switch state {
-        case .closed, .closeQueued, .upgraded: return
+        case .closed, .upgraded: return
+        case .closeQueued:
+            // Kept for the lingering close `closeFromQueue` then chooses, which journals them.
+            parser.append(bytes)
+            return
         case .lingering(let readsLateRequests):
             guard readsLateRequests else { return }
             parser.append(bytes)
@@ -406,8 +410,13 @@ package final class HTTP1Connection {
     /// A request that is not valid HTTP: the Dispatcher journals it and answers with its status and a close
     /// (after the responses queued before it, to keep their order).
     private func rejected(_ error: HTTPParseError, body: [UInt8] = []) {
+        // What follows a malformed request cannot be framed: the lingering close reads and drops it.
+        framingLost = true
         enqueue(io.reject(error, nextContext(), body: body))
     }
+
+    /// A malformed request was answered: the bytes after it are not requests (`linger`, `journalBuffered`).
+    @exclusivity(unchecked) private var framingLost = false
 
     private func enqueue(_ exchange: Exchange) {
         // After a half-close nothing can be answered: the exchange waits, journaled, until the client goes.
@@ -415,7 +424,9 @@ package final class HTTP1Connection {
         startNextIfIdle()
     }
 
-    /// Requests that arrive on a connection the connection policy is closing: journaled, never answered.
+    /// Requests that arrive on a connection the server is closing — by its connection policy, after a response that
+    /// closed it (`Connection: close`, a fault), or pipelined behind either: journaled `connection-closing`, never
+    /// answered (RFC 9112 §9.6: a server does not process requests after it closes).
     private func journalLateRequests() {
         while case .lingering(true) = state, let event = parser.next() {
             switch event {
@@ -717,6 +728,8 @@ package final class HTTP1Connection {
         switch abort {
         case .reset:
             complete(exchange, .resetSent)
+            // The requests pipelined behind it reached the server: journaled before the RST ends the connection.
+            journalBuffered(.connectionClosing)
             teardown(.cancelled, abortive: true)
         case .close, .closeWithoutNotify:
             if abort == .closeWithoutNotify { io.omitCloseNotify() }
@@ -744,8 +757,6 @@ package final class HTTP1Connection {
             if awaitingDrain.isEmpty { teardown(.cancelled) } else { settle() }
             return
         }
-        // For the journal: requests arriving after the connection policy's end are journaled `connection-closing`.
-        let byPolicy = last?.policyClose != nil
         // The client said this was its last request: a plain close sends FIN after our bytes, and there is
         // nothing a lingering close would protect. The close (FIN, socket teardown: as costly as the send) waits
         // in the server's close queue until no timer or socket is ready, so a burst of delays expiring together
@@ -757,14 +768,19 @@ package final class HTTP1Connection {
             io.closeSoon()
             return
         }
-        linger(readsLateRequests: byPolicy)
+        // Requests pipelined behind the close, or arriving during the linger, are journaled `connection-closing`.
+        linger(readsLateRequests: !framingLost)
     }
 
     /// The server's close queue reached this connection. Closing with unread input would make the kernel
     /// answer RST, which can destroy the response at the client: then it lingers after all.
     package func closeFromQueue() {
         guard state == .closeQueued else { return }
-        if io.hasUnreadInput { linger(readsLateRequests: false) } else { teardown(.cancelled) }
+        if io.hasUnreadInput || parser.bufferedByteCount > 0 {
+            linger(readsLateRequests: !framingLost)
+        } else {
+            teardown(.cancelled)
+        }
     }
 
     /// FIN, then read the client's input until it closes or the linger timer fires.
@@ -800,6 +816,8 @@ package final class HTTP1Connection {
             // A cut body: its head and what arrived of it are the evidence.
             let request = error.head.map { HTTPRequest(head: $0, body: parser.partialBody) }
             io.journalUnanswered(request, error, nextContext(), .rejected)
+            // Journaled: nothing may journal it again (`journalBuffered` at the teardown).
+            parser = HTTPRequestParser(limits: settings.parserLimits)
         }
         // The cut request is journaled: neither deadline may fire for it later.
         cancel(.header)
@@ -821,6 +839,34 @@ package final class HTTP1Connection {
         }
     }
 
+    /// Requests that reached the server and will never be dispatched: the complete ones still in the parser, each
+    /// journaled with `outcome`, then one cut short (its head and what arrived of its body, as a client's FIN cutting
+    /// it journals it) — a network drop, the server stopping, a reset behind them. After a malformed request the
+    /// parser has failed and the framing of what follows is lost: nothing more is journaled.
+    private func journalBuffered(_ outcome: ExchangeOutcome) {
+        // After an upgrade request, what follows may be the new protocol's bytes, not requests.
+        guard !awaitingUpgrade, !framingLost else { return }
+        while let event = parser.next() {
+            switch event {
+            case .head:
+                noteHeadArrival()
+            case .request(let request):
+                noteHeadArrival()
+                io.journalUnanswered(request, nil, nextContext(), outcome)
+            case .failure:
+                return
+            }
+        }
+        guard parser.hasPartialRequest else { return }
+        noteHeadArrival()
+        let error = HTTPParseError(
+            status: 400, reason: "the connection ended in the middle of a request",
+            head: parser.partialHead, requestLinePrefix: parser.partialRequestLine)
+        let request = error.head.map { HTTPRequest(head: $0, body: parser.partialBody) }
+        io.journalUnanswered(request, error, nextContext(), outcome == .connectionClosing ? .cancelled : outcome)
+        parser = HTTPRequestParser(limits: settings.parserLimits)
+    }
+
     /// The client's input failed (ECONNRESET): it is gone. Whatever was in progress ends here.
     package func peerFailed() {
         if !readSide.isFinished { readSide = .finished(at: io.now().monotonicNanos) }
@@ -831,6 +877,12 @@ package final class HTTP1Connection {
     /// ends because the client left).
     package func teardown(_ outcome: ExchangeOutcome, abortive: Bool = false) {
         guard state != .closed, state != .upgraded else { return }
+        // What reached the server and was never dispatched (a slice waiting, the output full, a close) goes in the
+        // journal with how the connection ended: `connection-closing` on a connection the server was closing.
+        switch state {
+        case .lingering, .closeQueued, .halfClosed: journalBuffered(.connectionClosing)
+        default: journalBuffered(outcome == .cancelled ? .connectionClosing : outcome)
+        }
         let wasHanging = state == .hanging
         // Closed before anything is completed: a completion may stop the server, which tears every connection
         // down, this one included; that call must find it closed.

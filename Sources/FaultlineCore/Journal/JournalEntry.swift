@@ -18,9 +18,10 @@ public enum ExchangeOutcome: String, Sendable, Equatable, CaseIterable {
     case cancelled
     /// The request never completed (malformed, timed out, or abandoned mid-request).
     case rejected
-    /// The request arrived on a connection the server was closing by its connection policy (after
-    /// `maxRequests`): read, journaled, never answered. What a keep-alive client that reused the connection
-    /// in that moment sees as a reset or "socket hang up".
+    /// The request arrived on a connection the server was closing — by its connection policy (after
+    /// `maxRequests`), after a response that closed it (`Connection: close`, a fault), or pipelined behind one:
+    /// read, journaled, never answered (RFC 9112 §9.6). What a keep-alive client that reused the connection in that
+    /// moment sees as a reset or "socket hang up".
     case connectionClosing = "connection-closing"
     /// HTTP/2: the server reset the stream on purpose (`rst-stream` with a code other than REFUSED_STREAM).
     case streamReset = "stream-reset"

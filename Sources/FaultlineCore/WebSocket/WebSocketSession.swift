@@ -74,6 +74,9 @@ public struct WebSocketEnd: Sendable, Equatable {
     /// The fault that ended it, if one did.
     public var fault: String?
     public var atMonotonicNanos: UInt64
+    /// The network dropped the connection (ARCHITECTURE §3b): with RST (`true`) or FIN (`false`); nil otherwise. The
+    /// session's journal outcome follows it (`reset-sent`, `closed-by-fault`), as a cut exchange's does.
+    package var droppedWithReset: Bool?
 
     package init(by: Party, code: Int?, reason: String, clean: Bool, fault: String?, atMonotonicNanos: UInt64) {
         self.by = by
@@ -481,8 +484,10 @@ package final class WebSocketSession {
     /// end says so (1006 to the client).
     package func dropped(abortive: Bool) {
         guard state != .closed else { return }
-        finish(WebSocketEnd(by: .server, code: nil, reason: abortive ? "network drop (RST)" : "network drop (FIN)",
-                            clean: false, fault: fault, atMonotonicNanos: io.nowNanos()), abortive: abortive)
+        var end = WebSocketEnd(by: .server, code: nil, reason: abortive ? "network drop (RST)" : "network drop (FIN)",
+                               clean: false, fault: fault, atMonotonicNanos: io.nowNanos())
+        end.droppedWithReset = abortive
+        finish(end, abortive: abortive)
     }
 
     /// The server stops or a scenario reset: a going-away close frame, then FIN.

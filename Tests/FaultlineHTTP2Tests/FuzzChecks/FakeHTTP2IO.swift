@@ -149,6 +149,14 @@ final class FakeHTTP2IO: HTTP2ConnectionIO {
         exchanges.append(exchange)
         return exchange
     }
+    /// Streams nghttp2 ignored after our GOAWAY: their contexts and the GOAWAY's last stream id.
+    var ignoredStreams: [(context: RequestContext, lastStream: Int32)] = []
+
+    func journalIgnoredStream(_ context: RequestContext, afterGoaway lastStream: Int32) {
+        called("journalIgnoredStream")
+        ignoredStreams.append((context, lastStream))
+    }
+
     func journalUnanswered(
         _ request: HTTPRequest?, _ error: HTTPParseError?, _ context: RequestContext, _ outcome: ExchangeOutcome,
         client: HTTP2ClientFrames
