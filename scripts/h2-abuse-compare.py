@@ -2,9 +2,11 @@
 """The HTTP/2 attacks of Tests/Python/h2_attacks.py against Faultline and against nginx (one worker, h2c with prior
 knowledge, Debian's nginx-light) in the same run, one after the other, each on a fresh server: does the server
 survive and keep serving, how does it answer, how much does its RSS grow, and what is a well-behaved HTTP/1.1
-client's p99 on another connection meanwhile. Prints a Markdown table (docs/http2.md, "Abuse").
+client's p99 on another connection meanwhile. Then the HTTP/1.1 pipelining floods (`h2_attacks.HTTP1_ATTACKS`) on
+each server's plain HTTP/1.1 port. Prints a Markdown table (docs/http2.md, "Abuse"). The WebSocket attacks are not
+here: a plain nginx serves no WebSocket without a backend (docs/websocket.md, "Abuse", has Faultline's numbers).
 
-Usage: scripts/h2-abuse-compare.py [--binary PATH] [--only NAME]   (Makefile: make h2-abuse-compare)
+Usage: scripts/h2-abuse-compare.py [--binary PATH] [--only NAME]…   (Makefile: make h2-abuse-compare)
 The binary defaults to FAULTLINE_BIN, else .build/release/faultline. Needs nginx (scripts/ensure-deps.sh bench).
 """
 
@@ -68,7 +70,7 @@ class Faultline:
         self.process = subprocess.Popen([binary, "serve", str(scenario), "--port", str(self.port), "--quiet"],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_port(self.port)
-        self.attack_port = self.good_port = self.port
+        self.attack_port = self.good_port = self.http1_port = self.port
         self.pids = [self.process.pid]
 
     def answer(self):
@@ -102,13 +104,17 @@ class Nginx:
         static.mkdir(mode=0o755)
         with open(static / "big", "wb") as big:
             big.truncate(64 << 20)
+        (static / "page64").write_bytes(b"p" * 65536)  # the 64 KiB text Faultline's /page64 answers
         self.good_port, self.attack_port = free_port(), free_port()
+        self.http1_port = self.good_port
         load = f"load_module {ECHO_MODULE};" if ECHO_MODULE.exists() else ""
         slow = "echo_sleep 60; echo late;" if ECHO_MODULE.exists() else "return 200 'late';"
         locations = f"""
             location = /ok {{ default_type text/plain; return 200 'still here'; }}
             location = /slow {{ default_type text/plain; {slow} }}
-            location = /big {{ root {static}; default_type application/octet-stream; }}"""
+            location = /big {{ root {static}; default_type application/octet-stream; }}
+            location = /page64 {{ root {static}; default_type text/plain; }}
+            location = /tiny {{ default_type text/plain; return 200 'tiny'; }}"""
         (folder / "nginx.conf").write_text(f"""{load}
 worker_processes 1;
 daemon on;
@@ -153,12 +159,24 @@ def goaway_text(result):
     return ("GOAWAY " + "/".join(seen)) if seen else "no GOAWAY seen"
 
 
-def run(server_factory, name, attack):
+def answer_text(result):
+    """What the attacker saw: for a pipelining flood, whether its one write went in whole (the server read every
+    request) or stalled (it stopped reading); for a slow reader, the responses it got; for HTTP/2, the GOAWAY."""
+    if "all_sent" in result:
+        return "all written" if result["all_sent"] else f"write stalled after {result['sent']:,} requests"
+    if "responses" in result:
+        ended = ", then the server closed" if result["responses"] < result["sent"] else ""
+        return f"{result['responses']:,} of {result['sent']:,} responses, in order{ended}"
+    return goaway_text(result)
+
+
+def run(server_factory, name, attack, http1=False):
     server = server_factory()
     try:
-        measured = h2_attacks.measure(attack, server.attack_port, server.good_port, server.pids)
+        port = server.http1_port if http1 else server.attack_port
+        measured = h2_attacks.measure(attack, port, server.good_port, server.pids)
         good = measured["good"]
-        return {"survives": server.alive() and serves(server.good_port), "goaway": goaway_text(measured["result"]),
+        return {"survives": server.alive() and serves(server.good_port), "goaway": answer_text(measured["result"]),
                 "answer": server.answer(), "growth": measured["rss_peak"] - measured["rss_base"],
                 "p99": good.p99(), "max": max(good.latencies), "errors": good.errors}
     finally:
@@ -168,21 +186,22 @@ def run(server_factory, name, attack):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--binary", default=os.environ.get("FAULTLINE_BIN", str(REPO / ".build/release/faultline")))
-    parser.add_argument("--only", help="one attack, by its name in the table")
+    parser.add_argument("--only", action="append", help="an attack, by its name in the table (repeatable)")
     options = parser.parse_args()
     if not shutil.which("nginx"):
         sys.exit("h2-abuse-compare: nginx is not installed (scripts/ensure-deps.sh bench)")
-    names = [options.only] if options.only else list(h2_attacks.ATTACKS)
+    attacks = {**h2_attacks.ATTACKS, **h2_attacks.HTTP1_ATTACKS}
+    names = options.only or list(attacks)
     rows = []
     with tempfile.TemporaryDirectory(prefix="h2-abuse-") as folder:
         work = Path(folder)
         work.chmod(0o755)  # nginx's workers run as another user and must read its static file
         for index, name in enumerate(names):
-            attack = h2_attacks.ATTACKS[name]
+            attack, http1 = attacks[name], name in h2_attacks.HTTP1_ATTACKS
             results = {}
             for label, factory in (("Faultline", lambda: Faultline(options.binary, work / f"f{index}")),
                                    ("nginx", lambda: Nginx(work / f"n{index}"))):
-                results[label] = run(factory, label, attack)
+                results[label] = run(factory, label, attack, http1)
                 print(f"{name} / {label}: {results[label]}", file=sys.stderr, flush=True)
             rows.append((name, results))
     print("| attack | server | survives, serves | answer seen by the attacker | server's record | RSS growth | "

@@ -1,10 +1,13 @@
 """TLS abuse on the TLS port: many half-open handshakes, a ClientHello dripped a byte at a time, a record larger
 than TLS allows. Each runs while a well-behaved client in another process is served over plain HTTP (Tests/Python/
 h2_attacks.py's GoodClient), and asserts the answer RFC 8446 names, the journal's connection entry for every
-attempt, RSS growth and the good client's p99 (60 ms, no error). Renegotiation is not here: Python's ssl cannot ask
-for it; the server sets SSL_OP_NO_RENEGOTIATION (TLS 1.3 has none). Every socket has a deadline."""
+attempt, RSS growth and the good client's p99 (60 ms, no error). A renegotiation attempt (TLS 1.2; TLS 1.3 has none)
+is driven by `openssl s_client`, whose `R` command asks for one (Python's ssl cannot): the server sets
+SSL_OP_NO_RENEGOTIATION. Every socket has a deadline."""
 
 import socket
+import subprocess
+import threading
 import time
 
 import pytest
@@ -83,3 +86,36 @@ def test_a_client_hello_dripped_a_byte_at_a_time_is_cut_at_the_deadline(tls_serv
     assert elapsed < 3, f"the drip went on for {elapsed:.1f} s"
     (entry,) = server.wait_for(1, connection="true")
     assert entry["tls"]["handshake"] == "timed-out" and 990 <= entry["tls"]["handshakeMs"] < 2500, entry
+
+
+def test_a_renegotiation_attempt_gets_no_renegotiation_and_the_server_serves_on(tls_server, tmp_path):
+    """TLS 1.2, then the client asks to renegotiate (a new ClientHello on the established connection, RFC 5746).
+    The server refuses with the no_renegotiation alert (100, RFC 5246 §7.2.2); OpenSSL's client ends the connection
+    on it. The journal has the connection entry — handshake completed, `no_renegotiation` sent — and no request;
+    the next client is served."""
+    server = tls_server()
+
+    command = ["openssl", "s_client", "-connect", f"127.0.0.1:{server.tls_port}", "-tls1_2", "-servername",
+               "localhost", "-CAfile", str(tmp_path / "tls" / "ca.pem")]
+    # stdin stays open: at its end s_client would leave before the server's answer. It exits on the alert.
+    client = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = threading.Timer(15, client.kill)  # the read below ends when s_client does, or at this deadline
+    deadline.start()
+    try:
+        client.stdin.write(b"R\n")
+        client.stdin.flush()
+        output = client.stdout.read()  # to the end: s_client has exited
+        client.wait(timeout=10)
+    finally:
+        deadline.cancel()
+        client.kill()
+        client.wait()
+    assert b"RENEGOTIATING" in output and b"no renegotiation" in output, output[-600:]
+    (entry,) = server.wait_for(1, connection="true")
+    tls = entry["tls"]
+    assert (tls["version"], tls["handshake"], tls["alertSent"]) == ("TLSv1.2", "completed", "no_renegotiation"), tls
+    assert entry["response"]["outcome"] == "client-closed", entry
+    assert server.count(connection="false") == 0, "no request entry"
+    done = subprocess.run([*command, "-ign_eof"], input=b"GET /ok HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+                          capture_output=True, timeout=30)
+    assert b"still here" in done.stdout, done.stdout[-400:]
