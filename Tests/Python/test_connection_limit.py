@@ -19,13 +19,16 @@ import urllib.request
 
 import pytest
 
+import h2_attacks
 from conftest import FaultlineProcess, RawConnection, faultline_binary
 
 OVERFLOW = 32  # ConnectionLimit.overflow
 RESERVE = 64  # ConnectionLimit.reserve
 
 SCENARIO = {"name": "limit", "routes": [
-    {"id": "plain", "match": {"method": "GET", "path": "/plain"}, "responses": [{"status": 200, "text": "ok"}]}]}
+    {"id": "plain", "match": {"method": "GET", "path": "/plain"}, "responses": [{"status": 200, "text": "ok"}]},
+    # h2_attacks.GoodClient's route.
+    {"id": "ok", "match": {"path": "/ok"}, "responses": [{"text": "still here"}]}]}
 
 
 @pytest.fixture
@@ -272,4 +275,33 @@ def test_the_default_limit_keeps_descriptors_for_the_admin_port_while_the_stub_p
     finally:
         for sock in sockets:
             sock.close()
+        assert server.stop() == 0, server.stderr()
+
+
+def test_a_client_already_connected_keeps_its_latency_while_connections_flood_the_port(tmp_path, scenario):
+    """A well-behaved client on a kept-alive connection (h2_attacks.GoodClient: GET /ok every 10 ms) opened before
+    the flood is one of the limit's connections: while 1,000 more are opened and held (past the limit, the overflow
+    and the descriptors twice over), it is served as before, and the server's memory stays bounded."""
+    server = serve(tmp_path, scenario, nofile=200)
+
+    def flood(port):
+        sockets = []
+        try:
+            for _ in range(1000):
+                sockets.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+            time.sleep(1.0)  # the attack's length: the connections are held while the good client measures
+        finally:
+            for sock in sockets:
+                sock.close()
+        return len(sockets)
+
+    try:
+        measured = h2_attacks.measure(flood, server.port, server.port, [server.proc.pid])
+        assert measured["result"] == 1000
+        limit = 200 - RESERVE - OVERFLOW
+        # Everything past the limit and its overflow was refused and journaled; the good client's requests are there.
+        wait_until(lambda: refusals(server) >= 1000 - limit - OVERFLOW, what="the refusals journaled")
+        assert server.admin_get("requests/count")["counters"]["perRoute"].get("ok", 0) >= 20
+        h2_attacks.assert_unharmed(measured, 32)
+    finally:
         assert server.stop() == 0, server.stderr()

@@ -158,13 +158,13 @@ package struct HTTPResponseParser: Sendable {
         case .done:
             return .needMore
         case .head:
-            return .failed(receivedAny ? "the upstream closed the connection inside the response's header section"
+            return fail(receivedAny ? "the upstream closed the connection inside the response's header section"
                 : "the upstream closed the connection without answering")
         case .fixed(let remaining):
-            return .failed("the upstream closed the connection \(remaining) bytes before the end of the body "
+            return fail("the upstream closed the connection \(remaining) bytes before the end of the body "
                 + "its Content-Length announced")
         case .chunkSize, .chunkData, .chunkEnd, .trailers:
-            return .failed("the upstream closed the connection inside a chunked body")
+            return fail("the upstream closed the connection inside a chunked body")
         case .failed:
             return .failed("already failed")
         }

@@ -21,6 +21,7 @@ enum UpstreamResponseFuzzCheck {
         var response: UpstreamResponse?
         var extraBytes = false
         var failed = false
+        var reason = ""
         var body: [UInt8] = []
         var streamed = false
     }
@@ -37,9 +38,15 @@ enum UpstreamResponseFuzzCheck {
         let whole = read(bytes, piece: max(bytes.count, 1), head: head, stream: stream, finish: finish, problems: &problems)
         // The same bytes in other reads: the same answer (a streamed body starts at a different point, so only
         // the bytes and the head are compared; whether bytes past the response came with it depends on the reads).
-        if inPieces.failed != whole.failed || inPieces.body != whole.body
+        // One exception: with streaming, a body over the limit that arrives in the same read as its head fails
+        // before the head is handed up to be streamed. The proxy's real reads (64 KiB) never hold more than its
+        // limit (64 MiB); only this check's small limit meets it.
+        let limitInFirstRead = stream && [inPieces, whole].contains { $0.reason.contains("larger than the proxy's limit") }
+        // Two failures agree whatever body bytes each had streamed before it.
+        let bothFailed = inPieces.failed && whole.failed
+        if !limitInFirstRead && !bothFailed && (inPieces.failed != whole.failed || inPieces.body != whole.body
             || inPieces.response?.status != whole.response?.status
-            || inPieces.response?.headers != whole.response?.headers {
+            || inPieces.response?.headers != whole.response?.headers) {
             problems.append("reads of \(piece) bytes and one read disagree: \(summary(inPieces)) vs \(summary(whole))")
         }
         for outcome in [inPieces, whole] {
@@ -82,8 +89,9 @@ enum UpstreamResponseFuzzCheck {
                 outcome.extraBytes = extra
                 outcome.body += response.body
                 return true
-            case .failed:
+            case .failed(let reason):
                 outcome.failed = true
+                outcome.reason = reason
                 return true
             }
         }

@@ -77,7 +77,7 @@ enum WebSocketNetworkFuzzCheck {
         .send(.text("hello"), everyMilliseconds: nil, times: 1), .echo(count: nil),
     ]
     static let streamingScript: [WebSocketStep] = [
-        .send(.generated(size: 300_000), everyMilliseconds: 50, times: 3), .echo(count: nil),
+        .send(.generated(size: 100_000), everyMilliseconds: 50, times: 3), .echo(count: nil),
     ]
 
     /// One read a client's op delivers: at most 32 × 8 + 1 bytes.
