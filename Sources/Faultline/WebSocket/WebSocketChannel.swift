@@ -40,7 +40,8 @@ final class WebSocketChannel: WebSocketSessionIO {
             timers[index]?.cancel()
             timers[index] = nil
         }
-        guard abortive || transport.pendingOutput == 0 else {
+        // The server stopping closes at once: its loop ends, and no timer would close this later.
+        guard abortive || transport.pendingOutput == 0 || server.isStopping else {
             // Closing now would drop what the kernel has not taken yet — the close frame last of all.
             transport.setReading(false)
             closeWhenDrained = LoopTimer(loop: server.loop, milliseconds: WebSocketSession.closingMilliseconds) {

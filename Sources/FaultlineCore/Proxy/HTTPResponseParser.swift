@@ -137,7 +137,7 @@ package struct HTTPResponseParser: Sendable {
 
     /// Reads `bytes`; returns `.needMore` until the response is complete or broken.
     package mutating func feed<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> Progress {
-        guard state != .done, state != .failed else { return state == .failed ? .failed("already failed") : .needMore }
+        guard state != .done, state != .failed else { return state == .failed ? .failed(failure) : .needMore }
         if !bytes.isEmpty { receivedAny = true }
         if position > 0 && position == buffer.count {
             buffer.removeAll(keepingCapacity: true)
@@ -166,14 +166,18 @@ package struct HTTPResponseParser: Sendable {
         case .chunkSize, .chunkData, .chunkEnd, .trailers:
             return fail("the upstream closed the connection inside a chunked body")
         case .failed:
-            return .failed("already failed")
+            return .failed(failure)
         }
     }
 
     private mutating func fail(_ reason: String) -> Progress {
         state = .failed
+        failure = reason
         return .failed(reason)
     }
+
+    /// Why it failed: every later `feed` or `finish` says the same (the proxy asks `finish` again for the reason).
+    private var failure = "already failed"
 
     /// The next line (without CR LF or a bare LF), or nil when it is not complete yet.
     private mutating func line(limit: Int) -> [UInt8]?? {
