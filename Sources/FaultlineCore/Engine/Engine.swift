@@ -87,6 +87,10 @@ package final class Engine {
         let idempotency: IdempotencyConfig?
         /// The protocols the route serves (`Route.servedProtocols`).
         let protocols: Set<ExchangeProtocol>
+        /// `protocols` as two flags: the request path asks per request, and hashing into the set cost ~300
+        /// instructions (`make hotpath`).
+        let servesHTTP1: Bool
+        let servesHTTP2: Bool
         /// Cumulative `times`: step i answers requests [ends[i-1], ends[i]) of the script.
         let stepEnds: [Int]
         let prepared: [PreparedStep]
@@ -104,6 +108,8 @@ package final class Engine {
             match = route.match
             idempotency = route.idempotency
             protocols = route.servedProtocols
+            servesHTTP1 = protocols.contains(.http1)
+            servesHTTP2 = protocols.contains(.http2)
             self.stepEnds = stepEnds
             self.prepared = prepared
         }
@@ -261,12 +267,12 @@ package final class Engine {
         _ input: MatchInput, requestID: Int, now: EngineInstant, extraHeaders: [(name: String, value: String)],
         notes: inout [JournalNote]
     ) -> Decision {
-        let request = input.request
+        // `input.request` is read where it is needed, not bound first: a binding copied the request (`make hotpath`).
         for index in routes.indices {
             if case .matched(let parameters) = RouteMatcher.match(routes[index].match, input, explain: false) {
-                let carried: ExchangeProtocol = request.head.version.major == 2 ? .http2 : .http1
-                guard routes[index].protocols.contains(carried) else {
-                    return refuseProtocol(routes[index], carried, request, notes: &notes)
+                let overHTTP2 = input.request.head.version.major == 2
+                guard overHTTP2 ? routes[index].servesHTTP2 : routes[index].servesHTTP1 else {
+                    return refuseProtocol(routes[index], overHTTP2 ? .http2 : .http1, input.request, notes: &notes)
                 }
                 return play(index, input, parameters, requestID: requestID, now: now, extraHeaders: extraHeaders, notes: &notes)
             }
@@ -278,14 +284,14 @@ package final class Engine {
                 scenario: scenario, route: nil, step: nil, unmatched: nil,
                 script: ResponseScript(steps: [], status: nil, keepAlive: true))
             decision.proxy = ProxyPlan(
-                config: config, step: nil, request: request, seed: 0, extraHeaders: extraHeaders)
+                config: config, step: nil, request: input.request, seed: 0, extraHeaders: extraHeaders)
             notes.append(.remark("no route matched: forwarded to the upstream"))
             return decision
         }
         let info = unmatchedInfo(input)
         return Decision(
             scenario: nil, route: nil, step: nil, unmatched: info,
-            script: ResponsePlanner.notFound(request, info))
+            script: ResponsePlanner.notFound(input.request, info))
     }
 
     /// The proxy that takes requests no route took: the first scenario with a `proxy` section decides (its

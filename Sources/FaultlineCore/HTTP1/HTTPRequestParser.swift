@@ -371,7 +371,8 @@ package struct HTTPRequestParser: Sendable {
         }
         let targetEnd = index
         let parsedVersion = try Self.parseVersion(bytes, from: index + 1, to: end)
-        method = String(decoding: UnsafeBufferPointer(rebasing: bytes[start ..< methodEnd]), as: UTF8.self)
+        let methodBytes = UnsafeBufferPointer(rebasing: bytes[start ..< methodEnd])
+        method = ASCII.knownMethod(methodBytes) ?? String(decoding: methodBytes, as: UTF8.self)
         let targetBytes = UnsafeBufferPointer(rebasing: bytes[targetStart ..< targetEnd])
         target = Self.decodeText(targetBytes, isASCII: targetIsASCII)
         version = parsedVersion
@@ -451,7 +452,7 @@ package struct HTTPRequestParser: Sendable {
         }
         if fields.capacity == 0 { fields.reserveCapacity(8) }
         fields.append((
-            name: String(decoding: nameBytes, as: UTF8.self),
+            name: ASCII.knownFieldName(nameBytes) ?? String(decoding: nameBytes, as: UTF8.self),
             value: Self.decodeText(valueBytes, isASCII: line.valueIsASCII)
         ))
     }
@@ -833,6 +834,45 @@ private enum ASCII {
 
     /// Whether `bytes`, lowercased, equal `lowercase` (which must be lowercase ASCII).
     @inline(__always)
+    /// `bytes` spell `literal` exactly (case and all).
+    static func equals(_ bytes: UnsafeBufferPointer<UInt8>, _ literal: StaticString) -> Bool {
+        bytes.count == literal.utf8CodeUnitCount && memcmp(bytes.baseAddress!, literal.utf8Start, bytes.count) == 0
+    }
+
+    /// The common methods as string literals: a literal costs nothing to make, where decoding the bytes into a new
+    /// String costs about 160 instructions a string (`make hotpath`). Exact bytes only, so what was sent is kept.
+    static func knownMethod(_ bytes: UnsafeBufferPointer<UInt8>) -> String? {
+        switch bytes.count {
+        case 3: return equals(bytes, "GET") ? "GET" : equals(bytes, "PUT") ? "PUT" : nil
+        case 4: return equals(bytes, "POST") ? "POST" : equals(bytes, "HEAD") ? "HEAD" : nil
+        case 5: return equals(bytes, "PATCH") ? "PATCH" : nil
+        case 6: return equals(bytes, "DELETE") ? "DELETE" : nil
+        case 7: return equals(bytes, "OPTIONS") ? "OPTIONS" : nil
+        default: return nil
+        }
+    }
+
+    /// The field names clients send most, spelled as they send them, as literals (see `knownMethod`). Any other
+    /// spelling ("host", "HOST") is decoded as it came.
+    static func knownFieldName(_ bytes: UnsafeBufferPointer<UInt8>) -> String? {
+        switch bytes.count {
+        case 4: return equals(bytes, "Host") ? "Host" : equals(bytes, "host") ? "host" : nil
+        case 6: return equals(bytes, "Accept") ? "Accept" : equals(bytes, "accept") ? "accept" : nil
+        case 10:
+            return equals(bytes, "User-Agent") ? "User-Agent" : equals(bytes, "Connection") ? "Connection"
+                : equals(bytes, "user-agent") ? "user-agent" : equals(bytes, "connection") ? "connection" : nil
+        case 12: return equals(bytes, "Content-Type") ? "Content-Type" : equals(bytes, "content-type") ? "content-type" : nil
+        case 13: return equals(bytes, "Authorization") ? "Authorization" : equals(bytes, "authorization") ? "authorization" : nil
+        case 14:
+            return equals(bytes, "Content-Length") ? "Content-Length"
+                : equals(bytes, "content-length") ? "content-length" : nil
+        case 15:
+            return equals(bytes, "Accept-Encoding") ? "Accept-Encoding"
+                : equals(bytes, "accept-encoding") ? "accept-encoding" : nil
+        default: return nil
+        }
+    }
+
     static func lowercasedEquals(_ bytes: UnsafeBufferPointer<UInt8>, _ lowercase: StaticString) -> Bool {
         guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
         let expected = lowercase.utf8Start
