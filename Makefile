@@ -113,13 +113,15 @@ docs:
 	DOCC=$(DOCC) SWIFT=$(SWIFT) scripts/docs.sh
 
 # wrk (and h2load for the HTTP/2 rows) against Faultline and nginx in the same run, unpinned and pinned to separate
-# cores; not part of `make test`.
+# cores, then one summary table of every row's ratio and p99 ratio (scripts/bench-summary.py, bench-results/summary.md);
+# not part of `make test`.
 bench:
 	@scripts/ensure-deps.sh bench
 	$(SWIFT) build -c release --product faultline
 	scripts/bench.sh
 	PIN=1 scripts/bench.sh
 	python3 scripts/bench_timing.py
+	python3 scripts/bench-summary.py
 
 # The HTTP/2 attacks of Tests/Python/h2_attacks.py against Faultline (release) and nginx, side by side: survives,
 # answer, RSS growth, a good client's p99 (docs/http2.md, "Abuse"); not part of `make test`.
