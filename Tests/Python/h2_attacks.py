@@ -4,10 +4,14 @@ attacks against Faultline and nginx, side by side). Each attack takes a port and
 `frames` and the first GOAWAY (`goaway`: last stream id, error name), how many writes went in (`sent`).
 
 Also the WebSocket attacks of Tests/Python/test_ws_abuse.py (tiny frames, a message that never ends, pings never
-read) and HTTP/1.1 pipelining floods (Tests/Python/test_abuse.py, and the compare script's HTTP/1.1 rows)."""
+read), HTTP/1.1 pipelining floods (Tests/Python/test_abuse.py, and the compare script's HTTP/1.1 rows) and the
+drips: `Drip` holds many connections that send a little and then a byte at a time (Tests/Python/test_abuse.py's
+slowloris, the compare script's slowloris and dripped body, and Tests/Python/tls_attacks.py's half-open and dripped
+handshakes)."""
 
 import json
 import re
+import selectors
 import socket
 import statistics
 import subprocess
@@ -23,6 +27,8 @@ ROUTES = {"name": "abuse-h2", "routes": [
     # 64 KiB of text: one response per pipelined request, for the HTTP/1.1 floods (nginx serves the same file).
     {"id": "page64", "match": {"path": "/page64"}, "responses": [{"text": "p" * 65536}]},
     {"id": "tiny", "match": {"path": "/tiny"}, "responses": [{"text": "tiny"}]},
+    # A POST whose body is dripped (the compare script's row; nginx reads the body there with echo_read_request_body).
+    {"id": "upload", "match": {"path": "/upload"}, "responses": [{"text": "still here"}]},
     {"id": "echo", "match": {"path": "/echo"}, "responses": [{"websocket": {"script": [{"echo": True}]}}]},
     {"id": "quiet", "match": {"path": "/quiet"}, "responses": [{"websocket": {"script": []}}]},
 ], "resources": [{"id": "big", "path": "/big", "generated": {"size": "64MiB"}}]}
@@ -67,6 +73,9 @@ while not done.is_set():
                 raise ConnectionError("closed")
             received += chunk
         latencies.append((time.monotonic() - started) * 1000)
+        if b"\r\nconnection: close" in received.lower():  # nginx's 1,000th on a connection (keepalive_requests)
+            sock.close()
+            sock = None
     except OSError:
         errors[0] += 1
         sock = None
@@ -77,7 +86,8 @@ print(json.dumps({"latencies": latencies, "errors": errors[0]}))
 
 class GoodClient:
     """HTTP/1.1 keep-alive GET /ok every 10 ms until stopped, in a process of its own (in this one, the attack's
-    frame building would hold the GIL and count as the server's latency); latencies in ms, errors counted."""
+    frame building would hold the GIL and count as the server's latency); latencies in ms, errors counted. A
+    response with `Connection: close` is followed by a new connection, as a well-behaved client does."""
 
     def __init__(self, port):
         self.process = subprocess.Popen([sys.executable, "-c", GOOD_CLIENT, str(port)], stdin=subprocess.PIPE,
@@ -482,6 +492,134 @@ def pipeline_outpace(port, path=b"/tiny", per_write=100, every_s=0.01, read_per_
             responses += 1
     sock.close()
     return {"sent": requests, "responses": responses, "statuses": statuses, "rest": tail, "goaway": None}
+
+
+# -- drips: a little at once, then a byte at a time --------------------------------------------------------------
+
+
+class Drip:
+    """`count` connections driven from one thread: each sends `head` at once (or, if there is none, the first byte
+    of `trickle`), then one more byte of `trickle` every `pace_s`, and stops dripping once the server has sent
+    anything or closed (or the trickle is used up: then it holds). It ends when every connection is closed, or
+    `hold_s` after the last one opened (the attacker gives up, closing what is still open). Records, per
+    connection, when its first byte went out, how many bytes went, what came back, when the first of it came
+    (`answered_at`) and how the server ended it (`closed_at`: the time of its FIN, "reset", or None if it never
+    did). `connect(port)` opens a connection (default: TCP to 127.0.0.1 with a `timeout` s deadline)."""
+
+    def __init__(self, port, count, head, trickle, pace_s, hold_s, timeout=5.0):
+        self.port, self.count, self.head, self.trickle = port, count, head, trickle
+        self.pace_s, self.hold_s, self.timeout = pace_s, hold_s, timeout
+        self.first_byte = [None] * count
+        self.bytes_sent = [0] * count
+        self.received = [b""] * count
+        self.answered_at = [None] * count
+        self.closed_at = [None] * count
+        self.ended_at = None
+        self.error = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    @property
+    def running(self):
+        return self._thread.is_alive()
+
+    def join(self, timeout):
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), "the drip driver did not finish"
+        if self.error is not None:
+            raise self.error
+
+    def run(self):
+        """Runs in this thread, to the end; returns self."""
+        self._run()
+        if self.error is not None:
+            raise self.error
+        return self
+
+    def trickled(self, index):
+        return self.bytes_sent[index] - len(self.head)
+
+    def _send(self, index, sock, data):
+        try:
+            sock.send(data)
+            self.bytes_sent[index] += len(data)
+        except OSError:  # the server reset the connection: the read below sees it, or it is marked here
+            if self.closed_at[index] is None:
+                self.closed_at[index] = "reset"
+
+    def _run(self):
+        selector = selectors.DefaultSelector()
+        sockets = []
+        try:
+            next_send = []
+            for index in range(self.count):
+                sock = socket.create_connection(("127.0.0.1", self.port), timeout=self.timeout)
+                sockets.append(sock)
+                self.first_byte[index] = time.monotonic()
+                if self.head:
+                    sock.sendall(self.head)
+                    self.bytes_sent[index] = len(self.head)
+                elif self.trickle:
+                    self._send(index, sock, self.trickle[:1])
+                next_send.append(self.first_byte[index] + self.pace_s)
+                selector.register(sock, selectors.EVENT_READ, index)
+            deadline = time.monotonic() + self.hold_s
+            open_count = self.count
+
+            def dripping(index):
+                return (self.closed_at[index] is None and not self.received[index]
+                        and self.trickled(index) < len(self.trickle))
+
+            while open_count and time.monotonic() < deadline:
+                now = time.monotonic()
+                for index, sock in enumerate(sockets):
+                    # Stop dripping once the server has answered: it is closing.
+                    if dripping(index) and next_send[index] <= now:
+                        offset = self.trickled(index)
+                        self._send(index, sock, self.trickle[offset:offset + 1])
+                        next_send[index] += self.pace_s
+                pending = [t for i, t in enumerate(next_send) if dripping(i)]
+                wait = max(0.0, min(pending, default=now + 0.05) - time.monotonic())
+                for key, _ in selector.select(timeout=min(wait, 0.05)):
+                    index, sock = key.data, key.fileobj
+                    try:
+                        chunk = sock.recv(65536)
+                    except ConnectionResetError:
+                        chunk = None
+                    if chunk:
+                        self.received[index] += chunk
+                        self.answered_at[index] = self.answered_at[index] or time.monotonic()
+                        continue
+                    self.closed_at[index] = time.monotonic() if chunk == b"" else "reset"
+                    selector.unregister(sock)
+                    sock.close()
+                    open_count -= 1
+        except Exception as error:  # reported by join() or run()
+            self.error = error
+        finally:
+            self.ended_at = time.monotonic()
+            selector.close()
+            for sock in sockets:
+                sock.close()
+
+
+SLOWLORIS_HEAD = b"GET /ok HTTP/1.1\r\nHost: x\r\n"
+SLOWLORIS_TRICKLE = b"X-Slow: " + b"s" * 200
+
+
+def slowloris(port, count=200, pace_s=0.3, hold_s=17.0):
+    """`count` connections that send the start of a head, then one more header byte every `pace_s`, never ending
+    it."""
+    return Drip(port, count, SLOWLORIS_HEAD, SLOWLORIS_TRICKLE, pace_s, hold_s).run()
+
+
+def dripped_body(port, count=200, pace_s=0.3, hold_s=17.0, path=b"/upload"):
+    """`count` POSTs whose head is whole (Content-Length 1,000,000) and whose body comes a byte every `pace_s`."""
+    head = b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n"
+    return Drip(port, count, head, b"x" * 1_000_000, pace_s, hold_s).run()
 
 
 HTTP1_ATTACKS = {

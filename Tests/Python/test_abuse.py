@@ -11,7 +11,6 @@ import json
 import os
 import random
 import resource
-import selectors
 import socket
 import struct
 import threading
@@ -143,84 +142,17 @@ SLOWLORIS_PACE_S = 0.3
 HEADER_TIMEOUT_MS = 1000
 
 
-class Slowloris:
-    """200 connections driven from one thread: each sends the start of a head, then one more header byte every
-    300 ms, and never finishes. Records, per connection, when its first byte went out, what came back and when
-    the server closed."""
+class Slowloris(h2_attacks.Drip):
+    """200 connections driven from one thread (h2_attacks.Drip): each sends the start of a head, then one more
+    header byte every 300 ms, and never finishes. Records, per connection, when its first byte went out, what came
+    back and when the server closed."""
 
-    HEAD = b"GET /ok HTTP/1.1\r\nHost: x\r\n"
-    TRICKLE = b"X-Slow: " + b"s" * 200
+    HEAD = h2_attacks.SLOWLORIS_HEAD
+    TRICKLE = h2_attacks.SLOWLORIS_TRICKLE
 
     def __init__(self, port, count):
-        self.port = port
-        self.count = count
-        self.first_byte = [None] * count
-        self.bytes_sent = [0] * count
-        self.received = [b""] * count
-        self.closed_at = [None] * count
-        self.error = None
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self):
-        self._thread.start()
-        return self
-
-    @property
-    def running(self):
-        return self._thread.is_alive()
-
-    def join(self, timeout):
-        self._thread.join(timeout)
-        assert not self._thread.is_alive(), "the slowloris driver did not finish"
-        if self.error is not None:
-            raise self.error
-
-    def _run(self):
-        selector = selectors.DefaultSelector()
-        sockets = []
-        try:
-            next_send = []
-            for index in range(self.count):
-                sock = socket.create_connection(("127.0.0.1", self.port), timeout=SOCKET_TIMEOUT_S)
-                sockets.append(sock)
-                sock.sendall(self.HEAD)
-                self.first_byte[index] = time.monotonic()
-                self.bytes_sent[index] = len(self.HEAD)
-                next_send.append(self.first_byte[index] + SLOWLORIS_PACE_S)
-                selector.register(sock, selectors.EVENT_READ, index)
-            deadline = time.monotonic() + 3 * HEADER_TIMEOUT_MS / 1000 + 2
-            open_count = self.count
-            while open_count and time.monotonic() < deadline:
-                now = time.monotonic()
-                for index, sock in enumerate(sockets):
-                    # Stop trickling once the server has answered: it is closing.
-                    if self.closed_at[index] is None and not self.received[index] and next_send[index] <= now:
-                        offset = self.bytes_sent[index] - len(self.HEAD)
-                        sock.send(self.TRICKLE[offset:offset + 1])
-                        self.bytes_sent[index] += 1
-                        next_send[index] += SLOWLORIS_PACE_S
-                pending = [t for i, t in enumerate(next_send) if self.closed_at[i] is None and not self.received[i]]
-                wait = max(0.0, min(pending, default=now + 0.05) - time.monotonic())
-                for key, _ in selector.select(timeout=min(wait, 0.05)):
-                    index = key.data
-                    sock = key.fileobj
-                    try:
-                        chunk = sock.recv(65536)
-                    except ConnectionResetError:
-                        chunk = None
-                    if chunk:
-                        self.received[index] += chunk
-                        continue
-                    self.closed_at[index] = time.monotonic() if chunk == b"" else "reset"
-                    selector.unregister(sock)
-                    sock.close()
-                    open_count -= 1
-        except Exception as error:  # reported by join()
-            self.error = error
-        finally:
-            selector.close()
-            for sock in sockets:
-                sock.close()
+        super().__init__(port, count, self.HEAD, self.TRICKLE, SLOWLORIS_PACE_S, 3 * HEADER_TIMEOUT_MS / 1000 + 2,
+                         timeout=SOCKET_TIMEOUT_S)
 
 
 def test_slowloris_is_cut_off_by_the_header_timeout_while_others_are_served(start_faultline, write_scenario):
