@@ -832,8 +832,6 @@ private enum ASCII {
         }
     }
 
-    /// Whether `bytes`, lowercased, equal `lowercase` (which must be lowercase ASCII).
-    @inline(__always)
     /// `bytes` spell `literal` exactly (case and all).
     static func equals(_ bytes: UnsafeBufferPointer<UInt8>, _ literal: StaticString) -> Bool {
         bytes.count == literal.utf8CodeUnitCount && memcmp(bytes.baseAddress!, literal.utf8Start, bytes.count) == 0
@@ -852,8 +850,8 @@ private enum ASCII {
         }
     }
 
-    /// The field names clients send most, spelled as they send them, as literals (see `knownMethod`). Any other
-    /// spelling ("host", "HOST") is decoded as it came.
+    /// The field names clients send most, capitalized or lowercase as clients send them, as literals (see
+    /// `knownMethod`). Any other spelling ("HOST") is decoded as it came.
     static func knownFieldName(_ bytes: UnsafeBufferPointer<UInt8>) -> String? {
         switch bytes.count {
         case 4: return equals(bytes, "Host") ? "Host" : equals(bytes, "host") ? "host" : nil
@@ -873,6 +871,8 @@ private enum ASCII {
         }
     }
 
+    /// Whether `bytes`, lowercased, equal `lowercase` (which must be lowercase ASCII).
+    @inline(__always)
     static func lowercasedEquals(_ bytes: UnsafeBufferPointer<UInt8>, _ lowercase: StaticString) -> Bool {
         guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
         let expected = lowercase.utf8Start
