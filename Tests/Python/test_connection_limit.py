@@ -269,8 +269,10 @@ def test_the_default_limit_keeps_descriptors_for_the_admin_port_while_the_stub_p
         wait_until(lambda: refusals(server) == 400 - limit - OVERFLOW, what="every connection past the overflow refused")
         (entry,) = journal(server, "route=connection-limit&limit=1")
         assert f"past --max-connections {limit})" in entry["requestLine"] and "EMFILE" not in entry["requestLine"]
-        # The limit and the overflow, and not one more: the rest of the reserve stays free.
-        assert fd_count(server.proc.pid) <= base_fds + limit + OVERFLOW
+        # The limit and the overflow, and not one more: the rest of the reserve stays free. Counted once the count
+        # is still: the admin connection `journal()` just closed, or a refused connection between its accept and its
+        # close, holds a descriptor for a moment (CI saw one more than the bound, 145 for 144, counted at once).
+        assert settled(lambda: fd_count(server.proc.pid)) <= base_fds + limit + OVERFLOW
         assert peak - base_rss < 32 * 1024, f"RSS grew {peak - base_rss} kB"
     finally:
         for sock in sockets:
