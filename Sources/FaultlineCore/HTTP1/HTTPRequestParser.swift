@@ -44,6 +44,11 @@ package struct HTTPRequestParser: Sendable {
     private var target = ""
     private var version = HTTPVersion.http1_1
     private var fields: [(name: String, value: String)] = []
+    /// The previous request's fields on this connection (shared with its head, not copied). A keep-alive client
+    /// repeats most field values, and the target too, request after request: a value whose bytes are the same as
+    /// the previous request's at the same position takes that String again instead of decoding and validating the
+    /// bytes anew (~185 instructions a value, `make hotpath`). Bounded by the header limits; one head a connection.
+    private var previousFields: [(name: String, value: String)] = []
     private var framing = FramingFields()
     /// The current request's head once it is complete; nil while the head is being read.
     private var head: HTTPRequestHead?
@@ -374,7 +379,8 @@ package struct HTTPRequestParser: Sendable {
         let methodBytes = UnsafeBufferPointer(rebasing: bytes[start ..< methodEnd])
         method = ASCII.knownMethod(methodBytes) ?? String(decoding: methodBytes, as: UTF8.self)
         let targetBytes = UnsafeBufferPointer(rebasing: bytes[targetStart ..< targetEnd])
-        target = Self.decodeText(targetBytes, isASCII: targetIsASCII)
+        // `target` still holds the previous request's.
+        if !Self.sameText(target, targetBytes) { target = Self.decodeText(targetBytes, isASCII: targetIsASCII) }
         version = parsedVersion
     }
 
@@ -451,10 +457,10 @@ package struct HTTPRequestParser: Sendable {
             break
         }
         if fields.capacity == 0 { fields.reserveCapacity(8) }
-        fields.append((
-            name: ASCII.knownFieldName(nameBytes) ?? String(decoding: nameBytes, as: UTF8.self),
-            value: Self.decodeText(valueBytes, isASCII: line.valueIsASCII)
-        ))
+        let position = fields.count
+        let value = position < previousFields.count && Self.sameText(previousFields[position].value, valueBytes)
+            ? previousFields[position].value : Self.decodeText(valueBytes, isASCII: line.valueIsASCII)
+        fields.append((name: ASCII.knownFieldName(nameBytes) ?? String(decoding: nameBytes, as: UTF8.self), value: value))
     }
 
     /// Folds one Content-Length field value into the framing notes: a comma list of 1–18 digit numbers that must
@@ -497,6 +503,7 @@ package struct HTTPRequestParser: Sendable {
     /// Builds the head from the parsed parts and decides how the body is framed (RFC 9112 §3.2, §6).
     private mutating func completeHead() throws(Rejection) -> HTTPRequestHead {
         let completed = HTTPRequestHead(method: method, target: target, version: version, headers: HTTPHeaders(fields))
+        previousFields = fields
         fields = []
         head = completed
         let framing = self.framing
@@ -742,6 +749,14 @@ package struct HTTPRequestParser: Sendable {
         }
         return nil
         #endif
+    }
+
+    /// Whether `text`'s UTF-8 is exactly `bytes` (then decoding `bytes` would give `text` again).
+    @inline(__always)
+    private static func sameText(_ text: String, _ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard text.utf8.count == bytes.count else { return false }
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return true }
+        return text.utf8.withContiguousStorageIfAvailable { memcmp($0.baseAddress!, base, bytes.count) == 0 } ?? false
     }
 
     /// Field values and targets are decoded as UTF-8, and as ISO-8859-1 when that fails so no byte is lost
