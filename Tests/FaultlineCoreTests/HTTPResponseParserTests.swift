@@ -116,6 +116,34 @@ import Testing
         #expect(message.contains(reason), "\(message)")
     }
 
+    /// The trailer section, like the header section, is held to `maxHeaderBytes` as a whole, and a line over the
+    /// limit fails whether it comes in one read or byte by byte (fuzz-ci's `upstream-response` found it accepted
+    /// whole and refused in pieces; Fuzz/regressions/upstream-response/trailer-line-over-the-limit-in-one-read).
+    @Test func theTrailerSectionIsLimitedWholeAndInPieces() {
+        let head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n"
+        let longLine = head + "X-Long: " + String(repeating: "x", count: 600) + "\r\n\r\n"
+        let manyLines = head + String(repeating: "X-T: 0123456789\r\n", count: 40) + "\r\n"
+        let fits = head + String(repeating: "X-T: 0123456789\r\n", count: 20) + "\r\n"
+        for (text, fails) in [(longLine, true), (manyLines, true), (fits, false)] {
+            var whole = HTTPResponseParser(requestMethod: "GET", maxHeaderBytes: 512)
+            var pieces = HTTPResponseParser(requestMethod: "GET", maxHeaderBytes: 512)
+            let wholeProgress = whole.feed(Array(text.utf8))
+            var piecesProgress = HTTPResponseParser.Progress.needMore
+            for byte in Array(text.utf8) where piecesProgress == .needMore { piecesProgress = pieces.feed([byte]) }
+            for progress in [wholeProgress, piecesProgress] {
+                if fails {
+                    guard case .failed(let reason) = progress else {
+                        Issue.record("\(text.prefix(80).debugDescription)… gave \(progress)")
+                        continue
+                    }
+                    #expect(reason.contains("trailer section is too large"))
+                } else {
+                    #expect(Self.response(progress)?.body == Array("abc".utf8))
+                }
+            }
+        }
+    }
+
     @Test func bodyOverTheLimitFailsNamingIt() {
         guard case .failed(let announced) = Self.parse("HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n", limit: 10) else {
             Issue.record("a Content-Length over the limit was accepted")
