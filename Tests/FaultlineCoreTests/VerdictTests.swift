@@ -216,6 +216,24 @@ import Testing
         #expect(retried["noRetryOn4xx"]?.outcome == .fail && retried["maxAttempts"]?.outcome == .fail)
     }
 
+    /// CI's case: a naive client retried a 503 five times on its HTTP/2 connection, each retry 0.7–1.6 ms after the
+    /// answer. Those inside the 1 ms grace start or join other chains, and the chain #1, #2, #4 "was not tried again"
+    /// although #5 came 0.8 ms after #4's answer: that is no proof, so maxAttempts may not pass. Here in whole
+    /// milliseconds with a limit of 2: #1 and #2 fail, and #3 comes as #2's answer ends.
+    @Test func aRequestTooSoonAfterTheLastAnswerToTellIsNoProofOfNoRetry() throws {
+        let attempts = [Attempt(path: "/busy", arrives: 0, ends: 1, stream: 1),
+                        Attempt(path: "/busy", arrives: 3, ends: 4, stream: 3),
+                        Attempt(path: "/busy", arrives: 4, ends: 5, stream: 5)]
+        let verdict = try #require(try Self.judge(attempts, maxAttempts: 2)["maxAttempts"])
+        #expect(verdict.outcome == .inconclusive, "\(verdict)")
+        #expect(verdict.explanation.contains("too soon to tell a retry from a request sent alongside"), "\(verdict.explanation)")
+        // A 404 sent again on the connection as its answer ends: not judged a retry, and no proof of none either: only
+        // the second 404, which nothing followed, is evidence.
+        let gone = try #require(try Self.judge([Attempt(path: "/gone", arrives: 0, ends: 1, stream: 1),
+                                                Attempt(path: "/gone", arrives: 1, ends: 2, stream: 3)])["noRetryOn4xx"])
+        #expect(gone.outcome == .pass && gone.evidence == [2], "\(gone)")
+    }
+
     @Test func aRequestThatOverlapsTheAnswerIsNotItsRetry() throws {
         // The second GET arrives while the first's 404 is still going out (a slow answer): two requests.
         let verdicts = try Self.judge([Attempt(path: "/gone", arrives: 0, ends: 50), Attempt(path: "/gone", arrives: 49, ends: 60, connection: 2)])

@@ -108,6 +108,40 @@ package enum Retries {
         return later.arrivedAtNanos - finished >= grace
     }
 
+    /// Whether `later` arrived after `answer` ended, but on a connection already open and within the grace
+    /// (`follows` says no): too soon to tell a retry from a request sent alongside. Such a request is not the
+    /// answer's retry, but it is no proof that the answer was *not* retried either: a rule that passes because a
+    /// request was not sent again must not count an answer followed this way (seen in this project's CI: a client
+    /// retrying a 503 on its HTTP/2 connection 0.8 ms after each answer, every other retry inside the 1 ms grace,
+    /// passed `maxAttempts` with 5 attempts).
+    package static func tooSoonToTell(_ later: Attempt, _ answer: Answer) -> Bool {
+        guard let finished = answer.finishedAtNanos, finished <= later.arrivedAtNanos, answer.answered else { return false }
+        return !follows(later, answer)
+    }
+
+    /// A later attempt of the same logical request (in any chain: the pairing may have put it after another
+    /// answer) that came too soon after `last` to tell (`tooSoonToTell`), if any.
+    package static func unjudgeableSuccessor(
+        of last: JournalEntry, in chains: [[JournalEntry]], _ key: LogicalRequestKey
+    ) -> JournalEntry? {
+        guard let head = last.head else { return nil }
+        let name = label(head, key)
+        let answer = Answer(last)
+        return chains.lazy.joined().first { later in
+            later.sequence > last.sequence && later.head.map { label($0, key) } == name
+                && tooSoonToTell(Attempt(later), answer)
+        }
+    }
+
+    /// Why an answer followed too soon cannot show that it was not retried, for an explanation.
+    package static func tooSoonText(_ later: JournalEntry, after earlier: JournalEntry) -> String {
+        let gap = Double((later.receivedAtMonotonicNanos &- (earlier.finishedAtMonotonicNanos ?? 0)) / 1_000) / 1_000
+        let same = later.connectionID == earlier.connectionID
+        return "request #\(later.sequence) came \(gap) ms after #\(earlier.sequence)'s answer on "
+            + (same ? "the same HTTP/2 connection" : "a connection already open")
+            + ", too soon to tell a retry from a request sent alongside (\(same ? "1" : "10") ms)"
+    }
+
     /// `concurrencyGraceNanos` for a request on the same HTTP/2 connection as the answer. One client's concurrent
     /// streams leave it together — in one write, or in writes microseconds apart (0.4 ms seen on a loaded machine) —
     /// while a retry on the connection waits for the answer to be read, parsed and acted on.

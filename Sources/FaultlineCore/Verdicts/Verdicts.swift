@@ -101,9 +101,9 @@ package enum Verdicts {
         if expect.retriesOnlyReplayable { verdicts.append(retriesOnlyReplayable(input)) }
         if expect.retriesOnlyUnprocessed { verdicts.append(retriesOnlyUnprocessed(input)) }
         if expect.retriesRefusedStreams { verdicts.append(retriesRefusedStreams(attempts)) }
-        if let limit = expect.maxAttempts { verdicts.append(maxAttempts(limit, attempts)) }
+        if let limit = expect.maxAttempts { verdicts.append(maxAttempts(limit, attempts, expect.logicalKey)) }
         if expect.backoff { verdicts.append(backoff(attempts, jitter: expect.jitter)) }
-        if expect.noRetryOn4xx { verdicts.append(noRetryOn4xx(attempts)) }
+        if expect.noRetryOn4xx { verdicts.append(noRetryOn4xx(attempts, expect.logicalKey)) }
         if expect.revalidatesWithValidators { verdicts.append(ResourceVerdicts.revalidates(input.entries)) }
         if expect.resumesDownloads { verdicts.append(ResourceVerdicts.resumes(input.entries)) }
         if expect.conditionalWrites { verdicts.append(ResourceVerdicts.conditionalWrites(input.entries)) }
@@ -392,7 +392,9 @@ package enum Verdicts {
     /// At most `limit` attempts per logical request. Judged only when some logical request failed `limit` times in
     /// a row, so that the client had a reason to try once more: a client that never gets there, or never retries,
     /// has not shown its limit.
-    private static func maxAttempts(_ limit: Int, _ chains: [[JournalEntry]]) -> Verdict {
+    /// A chain counts as not tried again only when no request of the same logical request came too soon after its
+    /// last answer to tell (`Retries.tooSoonToTell`); when every such chain has one, the verdict is inconclusive.
+    private static func maxAttempts(_ limit: Int, _ chains: [[JournalEntry]], _ key: LogicalRequestKey) -> Verdict {
         if let worst = chains.max(by: { $0.count < $1.count }), worst.count > limit, let head = worst[0].head {
             return Verdict(
                 rule: "maxAttempts", passed: false,
@@ -400,7 +402,16 @@ package enum Verdicts {
                     + "one's answer; at most \(limit) expected",
                 evidence: worst.map(\.sequence))
         }
-        let tested = chains.filter { $0.count == limit && Retries.invitesRetry($0[limit - 1]) }
+        let reached = chains.filter { $0.count == limit && Retries.invitesRetry($0[limit - 1]) }
+        let tested = reached.filter { Retries.unjudgeableSuccessor(of: $0[limit - 1], in: chains, key) == nil }
+        if tested.isEmpty, let chain = reached.first,
+           let later = Retries.unjudgeableSuccessor(of: chain[limit - 1], in: chains, key) {
+            return .inconclusive(
+                rule: "maxAttempts",
+                explanation: "\(reached.count) logical request(s) failed \(limit) time(s), but "
+                    + Retries.tooSoonText(later, after: chain[limit - 1]),
+                evidence: chain.map(\.sequence) + [later.sequence])
+        }
         guard !tested.isEmpty else {
             let most = chains.map { chain in chain.prefix { Retries.invitesRetry($0) }.count }.max() ?? 0
             return .inconclusive(
@@ -551,7 +562,9 @@ package enum Verdicts {
             evidence: [])
     }
 
-    private static func noRetryOn4xx(_ chains: [[JournalEntry]]) -> Verdict {
+    /// A 4xx counts as not retried only when no request of the same logical request came too soon after it to tell
+    /// (`Retries.tooSoonToTell`).
+    private static func noRetryOn4xx(_ chains: [[JournalEntry]], _ key: LogicalRequestKey) -> Verdict {
         func final4xx(_ entry: JournalEntry) -> Bool {
             guard let status = entry.status, entry.outcome == .completed else { return false }
             return (400..<500).contains(status) && !retryable4xx.contains(status)
@@ -566,7 +579,14 @@ package enum Verdicts {
                     evidence: [entry.sequence, next.sequence])
             }
         }
-        let answered = chains.flatMap { $0.filter(final4xx) }
+        let all4xx = chains.flatMap { $0.filter(final4xx) }
+        let answered = all4xx.filter { Retries.unjudgeableSuccessor(of: $0, in: chains, key) == nil }
+        if answered.isEmpty, let first = all4xx.first, let later = Retries.unjudgeableSuccessor(of: first, in: chains, key) {
+            return .inconclusive(rule: "noRetryOn4xx",
+                                 explanation: "\(first.status!) to request #\(first.sequence), but "
+                                    + Retries.tooSoonText(later, after: first),
+                                 evidence: [first.sequence, later.sequence])
+        }
         guard !answered.isEmpty else {
             return .inconclusive(rule: "noRetryOn4xx",
                                  explanation: "no request was answered with a 4xx that a retry cannot change", evidence: [])
