@@ -495,16 +495,19 @@ def within(entry, at_ms):
 
 # What each client sends after each raw-frames preset on its first request (measured): the GOAWAY's code and debug
 # data, or None when it sends no GOAWAY. nghttp2 (inside curl and node) sends one, with its reason as debug data
-# for DATA on stream 0; Go 1.19 writes its GOAWAY into a buffer it never flushes before closing, and httpx (h2)
-# closes without one; Go may also reset the stream (CANCEL) first, when that frame beats its close. No client names
-# a stream: a client's GOAWAY names the last stream the *server* opened, and
-# the server opened none (lastStreamId 0).
+# for DATA on stream 0; httpx (h2) closes without one. Go 1.19 writes its GOAWAY into a buffer and closes without
+# flushing it, so it is usually lost; but when Go resets the stream (CANCEL) first, that frame's flush takes the
+# GOAWAY with it (seen in CI): Go's GOAWAY is in GOAWAY_OPTIONAL, checked when it comes. No client names a stream: a
+# client's GOAWAY names the last stream the *server* opened, and the server opened none (lastStreamId 0).
 CLIENT_GOAWAYS = {
-    "bad-hpack": dict(curl=("COMPRESSION_ERROR", ""), node=("COMPRESSION_ERROR", ""), go=None, httpx=None),
+    "bad-hpack": dict(curl=("COMPRESSION_ERROR", ""), node=("COMPRESSION_ERROR", ""), go=("COMPRESSION_ERROR", ""),
+                      httpx=None),
     "data-on-stream-0": dict(curl=("PROTOCOL_ERROR", "DATA: stream_id == 0"),
-                             node=("PROTOCOL_ERROR", "DATA: stream_id == 0"), go=None, httpx=None),
-    "bad-settings": dict(curl=("FRAME_SIZE_ERROR", ""), node=("FRAME_SIZE_ERROR", ""), go=None, httpx=None),
+                             node=("PROTOCOL_ERROR", "DATA: stream_id == 0"), go=("PROTOCOL_ERROR", ""), httpx=None),
+    "bad-settings": dict(curl=("FRAME_SIZE_ERROR", ""), node=("FRAME_SIZE_ERROR", ""), go=("FRAME_SIZE_ERROR", ""),
+                         httpx=None),
 }
+GOAWAY_OPTIONAL = {"go"}
 
 
 @pytest.mark.parametrize("name", sorted(CLIENT_GOAWAYS))
@@ -543,6 +546,8 @@ def test_the_goaway_a_client_answers_raw_frames_with_is_on_the_stream_s_entry(h2
             assert "clientGoaway" not in entry, (client, entry)
             continue
         goaway = entry.get("clientGoaway")
+        if goaway is None and client in GOAWAY_OPTIONAL:
+            continue
         assert goaway is not None, (client, entry)
         assert (goaway["code"], goaway["lastStreamId"], goaway["count"]) == (expected[0], 0, 1), (client, goaway)
         assert (goaway["debugData"], goaway["debugDataEncoding"]) == (expected[1], "utf8"), (client, goaway)
