@@ -203,7 +203,9 @@ final class Dispatcher {
         }
         if let sequence = exchange.sequence {
             let bytes = exchange.bytesWritten
+            let stats = core.loop.stats
             core.updateEntry(sequence) {
+                stats?.requestFinished(nanos: finishedAt &- $0.receivedAtMonotonicNanos)
                 $0.outcome = outcome
                 $0.bytesWritten = bytes
                 $0.finishedAtMonotonicNanos = finishedAt

@@ -18,6 +18,9 @@ final class EventLoop: @unchecked Sendable {
     private var wakeEvent: OpaquePointer?
     private let queue = Mutex<[@Sendable () -> Void]>([])
     private let finished = Mutex<[CheckedContinuation<Void, Never>]?>([])
+    /// `FAULTLINE_LOOP_STATS=1`: turn lengths and exchange times, printed when the loop ends (`LoopStats`).
+    /// Set before `start`; the loop thread's alone after.
+    nonisolated(unsafe) var stats: LoopStats?
 
     init() throws(ServerError) {
         // libevent writes with writev, which cannot pass MSG_NOSIGNAL: a client that has gone would kill the
@@ -68,7 +71,21 @@ final class EventLoop: @unchecked Sendable {
     }
 
     private func runOnThisThread() {
-        event_base_loop(base, 0)
+        if let stats {
+            // A turn at a time, timed: EVLOOP_ONCE waits for events, runs every active one (and what they made
+            // active) and returns; `event_base_loopbreak` ends it early and says so.
+            // The turn that stops the server is not counted: it closes every connection at once, by design.
+            while true {
+                let start = LoopStats.threadCPUNanos()
+                event_base_loop(base, Int32(EVLOOP_ONCE))
+                if event_base_got_break(base) != 0 { break }
+                stats.turnEnded(cpuNanos: LoopStats.threadCPUNanos() &- start)
+            }
+            var report = Array(stats.report.utf8)
+            _ = report.withUnsafeMutableBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+        } else {
+            event_base_loop(base, 0)
+        }
         // One more pass without waiting: libevent frees bufferevents and other events through finalizers that
         // run in the loop, and the loop has just been told to end.
         event_base_loop(base, Int32(EVLOOP_NONBLOCK))

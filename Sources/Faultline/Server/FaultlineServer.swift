@@ -134,6 +134,7 @@ public final class FaultlineServer: Sendable {
     /// cannot be opened or the address cannot be bound.
     public init(configuration: Configuration) throws(ServerError) {
         loop = try EventLoop()
+        loop.stats = LoopStats.fromEnvironment()
         core = ServerCore(loop: loop, configuration: configuration)
         if let path = configuration.journalFile { core.journalFile = try JournalFile(path: path) }
         if let format = configuration.requestLog { core.requestLog = RequestLog(format: format, loop: loop) }
