@@ -273,7 +273,34 @@ final class ServerCore: @unchecked Sendable {
         }
     }
 
+    /// Accepts on the stub ports between two pauses of one loop turn (ARCHITECTURE §11). libevent's listener
+    /// accepts until the backlog is empty, so 300 clients connecting at once were 300 accepts, each with its
+    /// transport, TLS session and timer, in one turn, and a kept-alive client's ready request waited behind them
+    /// (10–26 ms, `scripts/h2-abuse-compare.py`'s half-open row; nginx, which accepts one per event, 2–4 ms). After
+    /// this many the listeners stop for a turn: the backlog waits in the kernel while what is ready runs, and the
+    /// ClientHellos of the connections just accepted come in the turns after, a few at a time.
+    static let acceptsPerTurn = 8
+    @exclusivity(unchecked) private var acceptsSincePause = 0
+    @exclusivity(unchecked) private var acceptTurnPause: LoopTimer?
+
+    /// Counts an accept on a stub port; the `acceptsPerTurn`-th stops the listeners until a 0 ms timer, which
+    /// fires after the next turn's ready sockets, starts them again (unless something else stopped them meanwhile:
+    /// `refuse`, `blackhole`, an EMFILE pause, the server stopping).
+    private func countAccept() {
+        acceptsSincePause += 1
+        guard acceptsSincePause >= Self.acceptsPerTurn, acceptTurnPause == nil else { return }
+        for listener in [listener, tlsListener].compactMap({ $0 }) { evconnlistener_disable(listener) }
+        acceptTurnPause = LoopTimer(loop: loop, milliseconds: 0) { [unowned self] in
+            acceptTurnPause = nil
+            acceptsSincePause = 0
+            guard !isStopping, acceptPause == nil, network.state.listener != .blackhole,
+                  network.state.listener != .refuse else { return }
+            for listener in [listener, tlsListener].compactMap({ $0 }) { evconnlistener_enable(listener) }
+        }
+    }
+
     func accepted(fd: Int32, address: UnsafeMutablePointer<sockaddr>?, length: Int32, tls: Bool, adminOnly: Bool = false) {
+        if !adminOnly { countAccept() }
         let id = nextConnectionID
         nextConnectionID += 1
         let admission = adminOnly ? .within : connectionLimit.admit(open: openStubConnections)
@@ -526,6 +553,8 @@ final class ServerCore: @unchecked Sendable {
         if let adminListener { evconnlistener_free(adminListener) }
         adminListener = nil
         acceptPause?.cancel()
+        acceptTurnPause?.cancel()
+        acceptTurnPause = nil
         if spareDescriptor >= 0 { Posix.close(spareDescriptor) }
         spareDescriptor = -1
         for event in signalEvents {
