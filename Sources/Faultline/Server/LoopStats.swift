@@ -12,6 +12,10 @@ import Darwin
 /// two histograms are printed on stderr, one line each: turns, CPU per turn at p50/p99/p99.9/max, how many ran
 /// past 1, 5 and 20 ms; requests, time in the server at the same percentiles.
 ///
+/// A turn is what EVLOOP_ONCE runs: from the end of a wait until no event is active — one pass over the ready
+/// events while the loop keeps up, several back to back when callbacks keep making events active (the close queue
+/// under a connection-per-request load). So a turn's length is an upper bound on the longest pass in it.
+///
 /// CPU time, not wall time, for a turn: the turn's wait in `epoll_wait` costs none, so what the clock shows is the
 /// turn's work (and the kernel's share of its sends); a turn preempted by another process looks no longer. A
 /// request's time is wall time: it includes the turns it waited behind. The turn that stops the server (it closes
