@@ -119,17 +119,41 @@ package enum Retries {
         return !follows(later, answer)
     }
 
-    /// A later attempt of the same logical request (in any chain: the pairing may have put it after another
-    /// answer) that came too soon after `last` to tell (`tooSoonToTell`), if any.
-    package static func unjudgeableSuccessor(
-        of last: JournalEntry, in chains: [[JournalEntry]], _ key: LogicalRequestKey
-    ) -> JournalEntry? {
-        guard let head = last.head else { return nil }
-        let name = label(head, key)
-        let answer = Answer(last)
-        return chains.lazy.joined().first { later in
-            later.sequence > last.sequence && later.head.map { label($0, key) } == name
-                && tooSoonToTell(Attempt(later), answer)
+    /// Finds, for an answer, a later attempt of the same logical request (in any chain: the pairing may have put it
+    /// after another answer) that came too soon after it to tell (`tooSoonToTell`). Built once per rule: attempts
+    /// sorted by arrival with their labels, so a look is a binary search and a scan of the grace window, not a pass
+    /// over the journal (a report on a full journal asks for every chain).
+    package struct TooSoonIndex {
+        private let byArrival: [(arrived: UInt64, label: String, entry: JournalEntry)]
+        private let key: LogicalRequestKey
+
+        package init(_ chains: [[JournalEntry]], _ key: LogicalRequestKey) {
+            self.key = key
+            byArrival = chains.joined().compactMap { entry in
+                entry.head.map { (entry.receivedAtMonotonicNanos, Retries.label($0, key), entry) }
+            }.sorted { $0.arrived < $1.arrived }
+        }
+
+        package func successor(of last: JournalEntry) -> JournalEntry? {
+            guard let head = last.head, let finished = last.finishedAtMonotonicNanos else { return nil }
+            let name = Retries.label(head, key)
+            let answer = Answer(last)
+            var low = 0, high = byArrival.count
+            while low < high {
+                let middle = (low + high) / 2
+                if byArrival[middle].arrived < finished { low = middle + 1 } else { high = middle }
+            }
+            let end = finished &+ max(concurrencyGraceNanos, multiplexedGraceNanos)
+            var index = low
+            while index < byArrival.count, byArrival[index].arrived < end {
+                let candidate = byArrival[index]
+                if candidate.entry.sequence > last.sequence, candidate.label == name,
+                   tooSoonToTell(Attempt(candidate.entry), answer) {
+                    return candidate.entry
+                }
+                index += 1
+            }
+            return nil
         }
     }
 

@@ -393,7 +393,7 @@ package enum Verdicts {
     /// a row, so that the client had a reason to try once more: a client that never gets there, or never retries,
     /// has not shown its limit.
     /// A chain counts as not tried again only when no request of the same logical request came too soon after its
-    /// last answer to tell (`Retries.tooSoonToTell`); when every such chain has one, the verdict is inconclusive.
+    /// last answer to tell (`Retries.TooSoonIndex`); when every such chain has one, the verdict is inconclusive.
     private static func maxAttempts(_ limit: Int, _ chains: [[JournalEntry]], _ key: LogicalRequestKey) -> Verdict {
         if let worst = chains.max(by: { $0.count < $1.count }), worst.count > limit, let head = worst[0].head {
             return Verdict(
@@ -403,9 +403,9 @@ package enum Verdicts {
                 evidence: worst.map(\.sequence))
         }
         let reached = chains.filter { $0.count == limit && Retries.invitesRetry($0[limit - 1]) }
-        let tested = reached.filter { Retries.unjudgeableSuccessor(of: $0[limit - 1], in: chains, key) == nil }
-        if tested.isEmpty, let chain = reached.first,
-           let later = Retries.unjudgeableSuccessor(of: chain[limit - 1], in: chains, key) {
+        let tooSoon = Retries.TooSoonIndex(chains, key)
+        let tested = reached.filter { tooSoon.successor(of: $0[limit - 1]) == nil }
+        if tested.isEmpty, let chain = reached.first, let later = tooSoon.successor(of: chain[limit - 1]) {
             return .inconclusive(
                 rule: "maxAttempts",
                 explanation: "\(reached.count) logical request(s) failed \(limit) time(s), but "
@@ -580,8 +580,9 @@ package enum Verdicts {
             }
         }
         let all4xx = chains.flatMap { $0.filter(final4xx) }
-        let answered = all4xx.filter { Retries.unjudgeableSuccessor(of: $0, in: chains, key) == nil }
-        if answered.isEmpty, let first = all4xx.first, let later = Retries.unjudgeableSuccessor(of: first, in: chains, key) {
+        let tooSoon = Retries.TooSoonIndex(chains, key)
+        let answered = all4xx.filter { tooSoon.successor(of: $0) == nil }
+        if answered.isEmpty, let first = all4xx.first, let later = tooSoon.successor(of: first) {
             return .inconclusive(rule: "noRetryOn4xx",
                                  explanation: "\(first.status!) to request #\(first.sequence), but "
                                     + Retries.tooSoonText(later, after: first),
