@@ -46,7 +46,7 @@ final class LoopStats {
     var report: String {
         func ms(_ nanos: UInt64) -> String {
             let value = Double(nanos) / 1e6
-            return value < 0.1 ? String(format3(value * 1000)) + " µs" : format3(value) + " ms"
+            return value < 0.1 ? format3(value * 1000) + " µs" : format3(value) + " ms"
         }
         func summary(_ histogram: LogHistogram) -> String {
             [0.5, 0.99, 0.999].map { "p\(formatPercent($0)) \(ms(histogram.percentile($0)))" }.joined(separator: ", ")

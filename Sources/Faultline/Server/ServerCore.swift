@@ -265,12 +265,17 @@ final class ServerCore: @unchecked Sendable {
             if fd >= 0 && spareDescriptor >= 0 { return }
         }
         guard acceptPause == nil else { return }
-        for listener in [listener, tlsListener].compactMap({ $0 }) { evconnlistener_disable(listener) }
+        enableListeners(false)
         acceptPause = LoopTimer(loop: loop, milliseconds: 100) { [unowned self] in
             acceptPause = nil
-            guard !isStopping, network.state.listener != .blackhole, network.state.listener != .refuse else { return }
-            for listener in [listener, tlsListener].compactMap({ $0 }) { evconnlistener_enable(listener) }
+            if listenersMayResume { enableListeners(true) }
         }
+    }
+
+    /// Whether a pause of accepting (`acceptFailed`, `countAccept`) may start the listeners again when it ends:
+    /// not while the server stops or the network says `refuse` or `blackhole`, which stopped them for good.
+    private var listenersMayResume: Bool {
+        !isStopping && network.state.listener != .blackhole && network.state.listener != .refuse
     }
 
     /// Accepts on the stub ports between two pauses of one loop turn (ARCHITECTURE §11). libevent's listener
@@ -289,13 +294,11 @@ final class ServerCore: @unchecked Sendable {
     private func countAccept() {
         acceptsSincePause += 1
         guard acceptsSincePause >= Self.acceptsPerTurn, acceptTurnPause == nil else { return }
-        for listener in [listener, tlsListener].compactMap({ $0 }) { evconnlistener_disable(listener) }
+        enableListeners(false)
         acceptTurnPause = LoopTimer(loop: loop, milliseconds: 0) { [unowned self] in
             acceptTurnPause = nil
             acceptsSincePause = 0
-            guard !isStopping, acceptPause == nil, network.state.listener != .blackhole,
-                  network.state.listener != .refuse else { return }
-            for listener in [listener, tlsListener].compactMap({ $0 }) { evconnlistener_enable(listener) }
+            if listenersMayResume, acceptPause == nil { enableListeners(true) }
         }
     }
 

@@ -403,9 +403,11 @@ package enum Verdicts {
                 evidence: worst.map(\.sequence))
         }
         let reached = chains.filter { $0.count == limit && Retries.invitesRetry($0[limit - 1]) }
-        let tooSoon = Retries.TooSoonIndex(chains, key)
-        let tested = reached.filter { tooSoon.successor(of: $0[limit - 1]) == nil }
-        if tested.isEmpty, let chain = reached.first, let later = tooSoon.successor(of: chain[limit - 1]) {
+        // Each reached chain with the request that came too soon after its last answer, if one did.
+        let tooSoon = reached.isEmpty ? nil : Retries.TooSoonIndex(chains, key)
+        let looked = reached.map { ($0, tooSoon?.successor(of: $0[limit - 1])) }
+        let tested = looked.filter { $0.1 == nil }.map(\.0)
+        if tested.isEmpty, case let (chain, later?)? = looked.first {
             return .inconclusive(
                 rule: "maxAttempts",
                 explanation: "\(reached.count) logical request(s) failed \(limit) time(s), but "
@@ -580,9 +582,11 @@ package enum Verdicts {
             }
         }
         let all4xx = chains.flatMap { $0.filter(final4xx) }
-        let tooSoon = Retries.TooSoonIndex(chains, key)
-        let answered = all4xx.filter { tooSoon.successor(of: $0) == nil }
-        if answered.isEmpty, let first = all4xx.first, let later = tooSoon.successor(of: first) {
+        // Each 4xx with the request that came too soon after it, if one did.
+        let tooSoon = all4xx.isEmpty ? nil : Retries.TooSoonIndex(chains, key)
+        let looked = all4xx.map { ($0, tooSoon?.successor(of: $0)) }
+        let answered = looked.filter { $0.1 == nil }.map(\.0)
+        if answered.isEmpty, case let (first, later?)? = looked.first {
             return .inconclusive(rule: "noRetryOn4xx",
                                  explanation: "\(first.status!) to request #\(first.sequence), but "
                                     + Retries.tooSoonText(later, after: first),
