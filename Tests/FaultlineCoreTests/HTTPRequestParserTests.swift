@@ -161,6 +161,46 @@ private func split(_ input: [UInt8], sizes: [Int]) -> [[UInt8]] {
     #expect(!parser.hasPartialRequest)
 }
 
+/// A connection's heads reuse the previous head's fields where they repeat it; every head must still come out as
+/// exactly its own lines, however it differs: in the middle, at the end, fewer lines, more, none, obs-text.
+@Test func repeatedHeadsOnOneConnectionKeepTheirOwnFields() throws {
+    let heads: [(request: String, fields: [(String, String)])] = [
+        ("GET /1 HTTP/1.1", [("Host", "h"), ("Accept", "*/*"), ("X-Id", "1")]),
+        ("GET /2 HTTP/1.1", [("Host", "h"), ("Accept", "*/*"), ("X-Id", "1")]),
+        ("GET /3 HTTP/1.1", [("Host", "h"), ("Accept", "*/*"), ("X-Id", "1")]),
+        ("GET /4 HTTP/1.1", [("Host", "h"), ("Accept", "text/html"), ("X-Id", "1")]),
+        ("GET /5 HTTP/1.1", [("Host", "h"), ("Accept", "text/html"), ("X-Id", "2")]),
+        ("GET /6 HTTP/1.1", [("Host", "h"), ("Accept", "text/html")]),
+        ("GET /7 HTTP/1.1", [("Host", "h")]),
+        ("GET /8 HTTP/1.1", [("Host", "h"), ("Accept", "text/html"), ("X-More", "m")]),
+        ("GET /9 HTTP/1.0", []),
+        ("GET /10 HTTP/1.1", [("Host", "h"), ("Accept", "text/html"), ("X-More", "m")]),
+        ("GET /11 HTTP/1.1", [("host", "h"), ("Accept", "text/html"), ("X-More", "m")]),
+        ("GET /12 HTTP/1.1", [("Host", "h"), ("X-Latin", "caf\u{E9}")]),
+        ("GET /13 HTTP/1.1", [("Host", "h"), ("X-Latin", "caf\u{E9}")]),
+    ]
+    var input: [UInt8] = []
+    for head in heads {
+        input += bytes(head.request + "\r\n")
+        for (name, value) in head.fields {
+            input += bytes(name + ": ")
+            // Values are sent as ISO-8859-1 bytes: "é" is the lone byte 0xE9.
+            input += value.unicodeScalars.map { UInt8($0.value) }
+            input += bytes("\r\n")
+        }
+        input += bytes("\r\n")
+    }
+    // Whole, and one byte at a time: where the appends fall must not matter.
+    for pieces in [[input], input.map { [$0] }] {
+        let all = requests(events(pieces))
+        try #require(all.count == heads.count)
+        for (request, head) in zip(all, heads) {
+            #expect(request.headers.fields.map(\.name) == head.fields.map(\.0), "\(head.request)")
+            #expect(request.headers.fields.map(\.value) == head.fields.map(\.1), "\(head.request)")
+        }
+    }
+}
+
 @Test func leftoverBytesBelongToTheNextRequest() {
     var parser = HTTPRequestParser()
     parser.append(bytes("GET /a HTTP/1.1\r\nHost: h\r\n\r\nGET /b HT"))
