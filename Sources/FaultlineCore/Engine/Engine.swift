@@ -40,26 +40,6 @@ package final class Decision {
     }
 }
 
-extension JournalEntry {
-    /// Records what `decision` says about the request: which scenario, route and step took it (or the nearest
-    /// route it missed), who answered, and the status, fault and policy close its script plans. The one place
-    /// that says what a decision puts in the journal (the Dispatcher, the hot-path benchmark and the tests use it).
-    package mutating func record(_ decision: Decision) {
-        scenario = decision.scenario
-        scenarioVersion = decision.scenarioVersion
-        route = decision.route
-        answeredBy = decision.answeredBy
-        step = decision.step
-        unmatched = decision.unmatched
-        status = decision.script.status
-        fault = decision.script.fault
-        chaos = decision.chaos
-        notes = decision.notes
-        policyClose = decision.script.policyClose
-        resource = decision.resource
-    }
-}
-
 /// What the 404 for an unmatched request says about the nearest route.
 public struct UnmatchedInfo: Sendable, Equatable {
     public var nearestScenario: String?

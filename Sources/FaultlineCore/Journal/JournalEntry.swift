@@ -90,7 +90,9 @@ public struct JournalEntry: Sendable {
     package static var storageBytes: Int { MemoryLayout<Fields>.size + 16 }
 
     private final class Storage: @unchecked Sendable {
-        var fields: Fields
+        /// Unchecked: an entry changes its storage only when it alone holds it (`unique`), so no other access
+        /// can overlap a change, and the check cost each setter a runtime call.
+        @exclusivity(unchecked) var fields: Fields
         init(_ fields: Fields) { self.fields = fields }
     }
 
@@ -101,6 +103,30 @@ public struct JournalEntry: Sendable {
         mutating get {
             if !isKnownUniquelyReferenced(&storage) { storage = Storage(storage.fields) }
             return storage
+        }
+    }
+
+    /// Records what `decision` says about the request: which scenario, route and step took it (or the nearest
+    /// route it missed), who answered, and the status, fault and policy close its script plans. The one place
+    /// that says what a decision puts in the journal (the Dispatcher, the hot-path benchmark and the tests use
+    /// it). One uniqueness check for all of it, not one a field.
+    package mutating func record(_ decision: Decision) {
+        let storage = unique
+        storage.fields.scenario = decision.scenario
+        storage.fields.scenarioVersion = decision.scenarioVersion
+        storage.fields.route = decision.route
+        storage.fields.answeredBy = decision.answeredBy
+        storage.fields.step = decision.step
+        storage.fields.unmatched = decision.unmatched
+        storage.fields.status = decision.script.status
+        storage.fields.fault = decision.script.fault
+        storage.fields.chaos = decision.chaos
+        storage.fields.notes = decision.notes
+        storage.fields.policyClose = decision.script.policyClose
+        if let resource = decision.resource {
+            storage.fields.resource = Rare(resource)
+        } else if storage.fields.resource != nil {
+            storage.fields.resource = nil
         }
     }
 
