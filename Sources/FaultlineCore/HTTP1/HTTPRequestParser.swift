@@ -8,8 +8,11 @@ import Musl
 
 /// What the parser found in the bytes buffered so far (RFC 9112 §2.1: a message is a head, then a body).
 package enum HTTPParseEvent: Sendable, Equatable {
-    /// The head is complete; body bytes (if any) follow. Emitted exactly once per request, before `.request`.
-    /// The server uses it to send `100 Continue` at once when `head.expectsContinue` (RFC 9110 §10.1.1).
+    /// The head is complete and body bytes follow, or the client asked for `100 Continue`: emitted once, before
+    /// `.request`, for a request that announces a body (Content-Length above 0, Transfer-Encoding) or carries an
+    /// Expect field. The server uses it to send `100 Continue` at once when `head.expectsContinue` (RFC 9110
+    /// §10.1.1). A request with neither comes out as `.request` alone: announcing its head would tell nobody
+    /// anything, and cost a copy of the head and an event on every GET (`make hotpath`).
     case head(HTTPRequestHead)
     /// A complete request with its decoded body (chunked framing removed, trailers dropped; RFC 9112 §7.1).
     case request(HTTPRequest)
@@ -88,6 +91,8 @@ package struct HTTPRequestParser: Sendable {
         /// Why the Content-Length fields are unusable, if they are.
         var contentLengthProblem: String?
         var hasTransferEncoding = false
+        /// An Expect field was seen: the head is announced (`HTTPParseEvent.head`) even without a body.
+        var hasExpect = false
     }
 
     /// A reason to refuse the request, turned into an `HTTPParseError` by `next()`.
@@ -251,7 +256,9 @@ package struct HTTPRequestParser: Sendable {
                 guard try readRequestLine(bytes) else { return nil }
                 state = .fieldLines
             case .fieldLines:
-                return try readFieldLines(bytes).map { .head($0) }
+                guard let announced = try readFieldLines(bytes) else { return nil }
+                // A body to wait for, or an Expect: the head first. Otherwise the request completes now.
+                if announced, let head { return .head(head) }
             case .fixedBody(let length):
                 guard bytes.count - readIndex >= length else { return nil }
                 let body = length == 0
@@ -411,11 +418,11 @@ package struct HTTPRequestParser: Sendable {
         return minor == 0 ? .http1_0 : .http1_1
     }
 
-    /// Reads field lines up to the empty line that ends the head (RFC 9112 §5), then judges framing. Returns the
-    /// head when complete, nil when more bytes are needed.
+    /// Reads field lines up to the empty line that ends the head (RFC 9112 §5), then judges framing. Returns
+    /// whether the head is to be announced (`completeHead`) once it is complete, nil while more bytes are needed.
     private mutating func readFieldLines(
         _ bytes: UnsafeBufferPointer<UInt8>
-    ) throws(Rejection) -> HTTPRequestHead? {
+    ) throws(Rejection) -> Bool? {
         let maxSection = limits.maxHeaderSectionBytes
         while true {
             guard let lf = Self.firstLF(in: bytes, from: scanIndex) else {
@@ -459,6 +466,8 @@ package struct HTTPRequestParser: Sendable {
             noteContentLength(valueBytes)
         case 17 where ASCII.lowercasedEquals(nameBytes, "transfer-encoding"):
             framing.hasTransferEncoding = true
+        case 6 where ASCII.lowercasedEquals(nameBytes, "expect"):
+            framing.hasExpect = true
         default:
             break
         }
@@ -517,8 +526,10 @@ package struct HTTPRequestParser: Sendable {
         }
     }
 
-    /// Builds the head from the parsed parts and decides how the body is framed (RFC 9112 §3.2, §6).
-    private mutating func completeHead() throws(Rejection) -> HTTPRequestHead {
+    /// Builds the head from the parsed parts and decides how the body is framed (RFC 9112 §3.2, §6). Returns
+    /// whether the head is announced before the request (`HTTPParseEvent.head`): a body follows, or an Expect
+    /// field came.
+    private mutating func completeHead() throws(Rejection) -> Bool {
         let headFields: [(name: String, value: String)]
         if !fields.isEmpty {
             headFields = fields
@@ -554,7 +565,7 @@ package struct HTTPRequestParser: Sendable {
             chunkedBody = []
             state = .chunkSize
             scanIndex = readIndex
-            return completed
+            return true
         }
         if let problem = framing.contentLengthProblem {
             throw Rejection(status: 400, reason: problem)
@@ -564,7 +575,7 @@ package struct HTTPRequestParser: Sendable {
             throw Rejection(status: 413, reason: bodyTooLarge)
         }
         state = .fixedBody(length: length)
-        return completed
+        return length > 0 || framing.hasExpect
     }
 
     /// Accepts exactly `chunked`. RFC 9112 §6.3: a request whose final coding is not chunked is 400; other codings
