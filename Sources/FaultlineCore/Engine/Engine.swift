@@ -26,7 +26,13 @@ package final class Decision {
     /// Tell the engine when the exchange ends (`Engine.finish`).
     @exclusivity(unchecked) package var completion: ExchangeCompletion?
     /// A resource answered: what the request carried and what was decided.
-    @exclusivity(unchecked) package var resource: ResourceRecord?
+    package var resource: ResourceRecord? {
+        get { resourceBox?.value }
+        set { resourceBox = newValue.map(JournalEntry.Rare.init) }
+    }
+    /// `resource` boxed, as the journal keeps it (shared with the entry, not copied): a request without one
+    /// destroys a nil pointer, not a 200-byte optional through generic value witnesses (`make hotpath`).
+    @exclusivity(unchecked) package private(set) var resourceBox: JournalEntry.Rare<ResourceRecord>?
     /// The request is to be forwarded (ARCHITECTURE §4d): `script` is a placeholder, the Dispatcher builds the
     /// real one from the upstream's response.
     @exclusivity(unchecked) package var proxy: ProxyPlan?

@@ -80,9 +80,9 @@ public struct JournalEntry: Sendable {
     }
 
     /// A record kept out of line, immutable: entries that share one stay independent (a change boxes anew).
-    private final class Rare<Value: Sendable>: @unchecked Sendable {
-        let value: Value
-        init(_ value: Value) { self.value = value }
+    package final class Rare<Value: Sendable>: @unchecked Sendable {
+        package let value: Value
+        package init(_ value: Value) { self.value = value }
     }
 
     /// The bytes one entry's storage object takes (its fields and the object header): kept within what glibc's
@@ -109,7 +109,7 @@ public struct JournalEntry: Sendable {
     /// Records what `decision` says about the request: which scenario, route and step took it (or the nearest
     /// route it missed), who answered, and the status, fault and policy close its script plans. The one place
     /// that says what a decision puts in the journal (the Dispatcher, the hot-path benchmark and the tests use
-    /// it). One uniqueness check for all of it, not one a field.
+    /// it). One uniqueness check for all of it, not one a field; the resource's box is shared, not copied.
     package mutating func record(_ decision: Decision) {
         let storage = unique
         storage.fields.scenario = decision.scenario
@@ -123,11 +123,7 @@ public struct JournalEntry: Sendable {
         storage.fields.chaos = decision.chaos
         storage.fields.notes = decision.notes
         storage.fields.policyClose = decision.script.policyClose
-        if let resource = decision.resource {
-            storage.fields.resource = Rare(resource)
-        } else if storage.fields.resource != nil {
-            storage.fields.resource = nil
-        }
+        storage.fields.resource = decision.resourceBox
     }
 
     public var sequence: Int {
