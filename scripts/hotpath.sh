@@ -22,7 +22,7 @@ root="$PWD"
 
 # The difference between two runs takes out start-up and loading the scenario.
 count() {
-    valgrind --tool=callgrind --callgrind-out-file=/dev/null "$build/hotpath" bench/plain-json.json "$1" ${2:-} 2>&1 \
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null "$build/hotpath" "${scenario:-bench/plain-json.json}" "$1" ${2:-} 2>&1 \
         | sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
 }
 small=20000
@@ -33,3 +33,15 @@ echo "hotpath: $(( (b - a) / (large - small) )) instructions per request (parse,
 a=$(count $small connection)
 b=$(count $large connection)
 echo "hotpath: $(( (b - a) / (large - small) )) instructions per request through the HTTP/1.1 connection machine (the same, plus its rules, rendering and the write call)"
+
+# The other requests issue 30 asks about, each with the stub's JSON body (bench/hotpath-variants.json), decided
+# and rendered as the first figure: a route step under a fault (truncate-body), and a resource GET.
+scenario=bench/hotpath-variants.json
+small=10000
+large=30000
+a=$(count $small /fault)
+b=$(count $large /fault)
+echo "hotpath: $(( (b - a) / (large - small) )) instructions per request under a fault (truncate-body; parse, journal, decide, complete)"
+a=$(count $small /resource/item)
+b=$(count $large /resource/item)
+echo "hotpath: $(( (b - a) / (large - small) )) instructions per resource GET (ETag, Last-Modified; parse, journal, decide, complete)"

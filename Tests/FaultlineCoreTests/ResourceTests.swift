@@ -231,6 +231,27 @@ import Testing
         #expect(pieces == Array(whole[5..<300]))
     }
 
+    @Test func entityTagsAreSixteenHexDigitsInQuotes() throws {
+        let engine = try Self.engine(#"""
+            [{"id": "s", "path": "/s", "text": "a"}, {"id": "w", "path": "/w", "text": "a", "etag": "weak"},
+             {"id": "u", "path": "/u", "text": "a", "deviations": ["unstable-etag"]}]
+            """#)
+        func etag(_ path: String) -> String { Self.field(Self.send(engine, "GET", path).head, "ETag") ?? "" }
+        func isHex16(_ text: Substring) -> Bool {
+            text.utf8.count == 16 && text.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
+        }
+        let strong = etag("/s")
+        #expect(strong.hasPrefix("\"") && strong.hasSuffix("\"") && isHex16(strong.dropFirst().dropLast()), "\(strong)")
+        let weak = etag("/w")
+        #expect(weak.hasPrefix("W/\"") && weak.hasSuffix("\"") && isHex16(weak.dropFirst(3).dropLast()), "\(weak)")
+        // Unchanged, the same tag: a function of resource, instance, version and content only.
+        #expect(etag("/s") == strong && etag("/w") == weak)
+        let unstable = etag("/u")
+        let parts = unstable.dropFirst().dropLast().split(separator: "-")
+        #expect(unstable.hasPrefix("\"") && unstable.hasSuffix("\"") && parts.count == 2 && isHex16(parts[0])
+            && Int(parts[1]) != nil, "\(unstable)")
+    }
+
     // MARK: - Deviations
 
     @Test func eachDeviationChangesTheAnswer() throws {

@@ -9,20 +9,22 @@ struct HotPath {
     static func main() throws {
         let arguments = CommandLine.arguments
         guard arguments.count >= 3, let requests = Int(arguments[2]) else {
-            print("usage: hotpath SCENARIO.json REQUESTS [connection]")
+            print("usage: hotpath SCENARIO.json REQUESTS [connection | TARGET]")
             return
         }
         if arguments.count == 4 && arguments[3] == "connection" {
             try throughConnection(path: arguments[1], requests: requests)
             return
         }
+        // Another route of the scenario (a fault, a resource), decided and rendered the same way.
+        let target = arguments.count == 4 ? arguments[3] : "/item"
         let path = arguments[1]
         let bytes = try readAll(path)
         let scenario = try ScenarioLoader.load(bytes: bytes, file: path, directory: nil)
         let engine = Engine(scenarios: [scenario])
         var journal = Journal(capacity: 10_000, maxBodyBytes: 65_536)
         var parser = HTTPRequestParser()
-        let request = Array("GET /item HTTP/1.1\r\nHost: 127.0.0.1:18081\r\n\r\n".utf8)
+        let request = Array("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:18081\r\n\r\n".utf8)
         var written = 0
         var output = OutputBuffer()
         for index in 0..<requests {

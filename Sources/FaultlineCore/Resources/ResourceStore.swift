@@ -225,10 +225,23 @@ package final class ResourceStore {
         fnv.mix(key.utf8)
         fnv.mix(littleEndian: UInt64(instance.version))
         fnv.mix(littleEndian: instance.contentTag)
-        var text = String(fnv.hash, radix: 16)
-        if text.count < 16 { text = String(repeating: "0", count: 16 - text.count) + text }
-        if unstable { text += "-\(resource.served)" }
-        return (strength == .weak ? "W/" : "") + "\"" + text + "\""
+        // `W/`? `"`, the hash as 16 hex digits, `"`, written as bytes: built from strings it cost ~1,900
+        // instructions on every resource answer (`make hotpath`).
+        let hash = fnv.hash
+        let weak = strength == .weak
+        let tag = String(unsafeUninitializedCapacity: 20) { out in
+            var index = 0
+            if weak { out[0] = UInt8(ascii: "W"); out[1] = UInt8(ascii: "/"); index = 2 }
+            out[index] = UInt8(ascii: "\"")
+            for digit in 0 ..< 16 {
+                let nibble = UInt8(truncatingIfNeeded: hash >> (60 - 4 * UInt64(digit))) & 0xF
+                out[index + 1 + digit] = nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
+            }
+            out[index + 17] = UInt8(ascii: "\"")
+            return index + 18
+        }
+        guard unstable else { return tag }
+        return String(tag.dropLast()) + "-\(resource.served)\""
     }
 
 
