@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Instructions per request on the request path without sockets (bench/hotpath/main.swift: parse, journal,
-# decide, complete), counted by callgrind. Unlike requests/s this does not move with the machine's load, so it
-# tells whether a change made the request path cheaper. The server's system calls and libevent are not in it.
+# decide, complete), counted by callgrind; then the same for a fault, a resource GET and an HTTP/2 stream. Unlike
+# requests/s this does not move with the machine's load, so it tells whether a change made the request path cheaper. The server's system calls and libevent are not in it.
 #   make hotpath        (needs valgrind; scripts/ensure-deps.sh hotpath installs it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +19,14 @@ root="$PWD"
     -emit-module-path FaultlineCore.swiftmodule -emit-library -static -o libFaultlineCore.a \
     "${core_sources[@]/#/$root/}")
 "$swiftc" "${flags[@]}" -I "$build" bench/hotpath/main.swift "$build/libFaultlineCore.a" -o "$build/hotpath"
+# The HTTP/2 codec the same way, over the system's nghttp2 (Sources/CNghttp2's module map, as SwiftPM uses it).
+h2_sources=()
+while IFS= read -r file; do h2_sources+=("$file"); done < <(find Sources/FaultlineHTTP2 -name '*.swift' | sort)
+(cd "$build" && "$swiftc" "${flags[@]}" -I . -I "$root/Sources/CNghttp2" -module-name FaultlineHTTP2 -emit-module \
+    -emit-module-path FaultlineHTTP2.swiftmodule -emit-library -static -o libFaultlineHTTP2.a \
+    "${h2_sources[@]/#/$root/}")
+"$swiftc" "${flags[@]}" -I "$build" -I Sources/CNghttp2 bench/hotpath-h2/main.swift "$build/libFaultlineHTTP2.a" \
+    "$build/libFaultlineCore.a" -lnghttp2 -o "$build/hotpath-h2"
 
 # The difference between two runs takes out start-up and loading the scenario.
 count() {
@@ -45,3 +53,13 @@ echo "hotpath: $(( (b - a) / (large - small) )) instructions per request under a
 a=$(count $small /resource/item)
 b=$(count $large /resource/item)
 echo "hotpath: $(( (b - a) / (large - small) )) instructions per resource GET (ETag, Last-Modified; parse, journal, decide, complete)"
+
+# One HTTP/2 stream on a kept h2c connection (bench/hotpath-h2/main.swift): nghttp2 reads its HEADERS, the codec
+# dispatches it as the first figure's request, submits HEADERS and DATA, and nghttp2 writes them.
+h2count() {
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null "$build/hotpath-h2" bench/plain-json.json "$1" 2>&1 \
+        | sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
+}
+a=$(h2count $small)
+b=$(h2count $large)
+echo "hotpath: $(( (b - a) / (large - small) )) instructions per HTTP/2 stream (h2c; nghttp2 in and out, the codec, decide, journal)"

@@ -4,11 +4,12 @@ import FaultlineCore
 /// Header fields for nghttp2, laid out in one buffer with their `nghttp2_nv` entries built once: a response
 /// head is rendered into one of these when it is first submitted, and the next stream with the same head reuses it
 /// (nghttp2 copies the fields when a frame is submitted).
+/// Loop-confined: no run-time exclusivity checks.
 final class HTTP2Fields {
-    private var bytes: [UInt8] = []
-    private var spans: [(name: Range<Int>, value: Range<Int>)] = []
-    private var storage: UnsafeMutablePointer<UInt8>?
-    private var entries: [nghttp2_nv] = []
+    @exclusivity(unchecked) private var bytes: [UInt8] = []
+    @exclusivity(unchecked) private var spans: [(name: Range<Int>, value: Range<Int>)] = []
+    @exclusivity(unchecked) private var storage: UnsafeMutablePointer<UInt8>?
+    @exclusivity(unchecked) private var entries: [nghttp2_nv] = []
 
     deinit { storage?.deallocate() }
 

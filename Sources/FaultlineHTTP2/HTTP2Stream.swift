@@ -203,23 +203,24 @@ struct HTTP2RequestAssembly {
     var timedOut: Bool { error?.status == 408 }
 }
 
-/// One stream: its request as it arrives, then its exchange's response as it is rendered.
+/// One stream: its request as it arrives, then its exchange's response as it is rendered. Loop-confined, as its
+/// connection: no run-time exclusivity checks on its state (each cost a runtime call, several a stream).
 final class HTTP2Stream {
     let id: Int32
     let arrival: Arrival
     let index: Int
-    var request = HTTP2RequestAssembly()
+    @exclusivity(unchecked) var request = HTTP2RequestAssembly()
     /// Set when the request is dispatched (admin exchanges included); nil while it arrives, and for a request
     /// journaled unanswered.
-    var exchange: Exchange?
-    private(set) var state = HTTP2StreamState.receiving(timer: nil)
+    @exclusivity(unchecked) var exchange: Exchange?
+    @exclusivity(unchecked) private(set) var state = HTTP2StreamState.receiving(timer: nil)
     /// The head the script rendered, submitted as HEADERS when the first step that sends anything comes.
-    var head: ResponseHead?
-    var body = HTTP2BodyQueue()
+    @exclusivity(unchecked) var head: ResponseHead?
+    @exclusivity(unchecked) var body = HTTP2BodyQueue()
     /// The `window-update-after` fault: the stream's receive window opens when it fires.
-    var windowTimer: CancellableTimer?
+    @exclusivity(unchecked) var windowTimer: CancellableTimer?
     /// What the client sent to end the stream (RST_STREAM) or the connection (GOAWAY) while it was under way.
-    var client = HTTP2ClientFrames()
+    @exclusivity(unchecked) var client = HTTP2ClientFrames()
 
     init(id: Int32, arrival: Arrival, index: Int) {
         self.id = id

@@ -145,15 +145,18 @@ enum ResponsePlanner {
         return script
     }
 
-    /// The fast path: a plain step (nothing to render, no fault, no drip) for an HTTP/1.1 keep-alive client is
-    /// the steps prepared at load time, after its delay if it has one. Nil when it does not apply; then no
-    /// random number was drawn, so `plan` draws the delay as usual.
+    /// The fast path: a plain step (nothing to render, no fault, no drip) for an HTTP/1.1 keep-alive client or
+    /// an HTTP/2 stream is the steps prepared at load time, after its delay if it has one (`respond` would build
+    /// the same: HTTP/2 has no per-request close). Sharing the head also lets the HTTP/2 codec reuse the fields it
+    /// made of it (`HTTP2Connection.submit`). Nil when it does not apply; then no random number was drawn, so
+    /// `plan` draws the delay as usual.
     static func cachedPlan(
         _ prepared: PreparedStep, for request: HTTPRequest, random: inout SeededRandom,
         extraHeaders: [(name: String, value: String)], keepResponse: Bool
     ) -> ResponseScript? {
         guard let cached = prepared.cachedKeepAliveSteps, extraHeaders.isEmpty, !keepResponse,
-              request.head.version == .http1_1, request.method != "HEAD", request.head.clientWantsKeepAlive
+              request.head.version == .http1_1 || request.head.version.major == 2, request.method != "HEAD",
+              request.head.clientWantsKeepAlive
         else { return nil }
         if let script = prepared.cachedKeepAliveScript { return script }
         let steps = waitSteps(prepared.step.delay, &random) + cached
