@@ -18,14 +18,16 @@ root="$PWD"
 (cd "$build" && "$swiftc" "${flags[@]}" -module-name FaultlineCore -emit-module \
     -emit-module-path FaultlineCore.swiftmodule -emit-library -static -o libFaultlineCore.a \
     "${core_sources[@]/#/$root/}")
-"$swiftc" "${flags[@]}" -I "$build" bench/hotpath/main.swift "$build/libFaultlineCore.a" -o "$build/hotpath"
+"$swiftc" "${flags[@]}" -I "$build" bench/hotpath/main.swift bench/shared/BenchDispatcher.swift "$build/libFaultlineCore.a" \
+    -o "$build/hotpath"
 # The HTTP/2 codec the same way, over the system's nghttp2 (Sources/CNghttp2's module map, as SwiftPM uses it).
 h2_sources=()
 while IFS= read -r file; do h2_sources+=("$file"); done < <(find Sources/FaultlineHTTP2 -name '*.swift' | sort)
 (cd "$build" && "$swiftc" "${flags[@]}" -I . -I "$root/Sources/CNghttp2" -module-name FaultlineHTTP2 -emit-module \
     -emit-module-path FaultlineHTTP2.swiftmodule -emit-library -static -o libFaultlineHTTP2.a \
     "${h2_sources[@]/#/$root/}")
-"$swiftc" "${flags[@]}" -I "$build" -I Sources/CNghttp2 bench/hotpath-h2/main.swift "$build/libFaultlineHTTP2.a" \
+"$swiftc" "${flags[@]}" -I "$build" -I Sources/CNghttp2 bench/hotpath-h2/main.swift bench/shared/BenchDispatcher.swift \
+    "$build/libFaultlineHTTP2.a" \
     "$build/libFaultlineCore.a" -lnghttp2 -o "$build/hotpath-h2"
 
 # The difference between two runs takes out start-up and loading the scenario.

@@ -14,8 +14,7 @@ struct HotPathH2 {
             print("usage: hotpath-h2 SCENARIO.json STREAMS")
             return
         }
-        let scenario = try ScenarioLoader.load(bytes: try readAll(arguments[1]), file: arguments[1], directory: nil)
-        let io = BenchH2IO(engine: Engine(scenarios: [scenario]))
+        let io = BenchH2IO(try BenchDispatcher(scenarioPath: arguments[1]))
         let connection = HTTP2Connection(io: io, settings: HTTP2ConnectionSettings())
         // The preface, empty SETTINGS, the ACK of the server's, and the whole connection window opened, so that
         // the responses' DATA never waits for a WINDOW_UPDATE (each stream has its own 65,535 bytes).
@@ -35,8 +34,8 @@ struct HotPathH2 {
             request[7] = UInt8(truncatingIfNeeded: id >> 8); request[8] = UInt8(truncatingIfNeeded: id)
             request.withUnsafeBytes { connection.received($0) }
         }
-        guard io.completed == streams, io.problems.isEmpty else {
-            fatalError("completed \(io.completed) of \(streams) streams; \(io.problems)")
+        guard io.core.completed == streams, io.problems.isEmpty else {
+            fatalError("completed \(io.core.completed) of \(streams) streams; \(io.problems)")
         }
         print("\(streams) streams, \(io.written) bytes written")
     }
@@ -52,20 +51,6 @@ struct HotPathH2 {
          UInt8(truncatingIfNeeded: value)]
     }
 
-    static func readAll(_ path: String) throws -> [UInt8] {
-        guard let file = fopen(path, "rb") else { throw HotPathError.unreadable(path) }
-        defer { fclose(file) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = fread(&chunk, 1, chunk.count, file)
-            if count <= 0 { break }
-            bytes += chunk[0..<count]
-        }
-        return bytes
-    }
-
-    enum HotPathError: Error { case unreadable(String) }
 }
 
 /// A timer the bench never fires (the streams finish at once, so none falls due).
@@ -75,15 +60,13 @@ final class BenchTimer: CancellableTimer {
 
 /// What the server's Connection and Dispatcher do for the HTTP/2 codec, minus the sockets and timers.
 final class BenchH2IO: HTTP2ConnectionIO {
-    let engine: Engine
-    // As in the server's core and connection: loop-confined state, no run-time exclusivity checks.
-    @exclusivity(unchecked) var journal = Journal(capacity: 10_000, maxBodyBytes: 65_536)
+    let core: BenchDispatcher
+    // As in the server's connection: loop-confined state, no run-time exclusivity checks.
     @exclusivity(unchecked) var written = 0
-    @exclusivity(unchecked) var completed = 0
     @exclusivity(unchecked) var tick: UInt64 = 0
     @exclusivity(unchecked) var problems: [String] = []
 
-    init(engine: Engine) { self.engine = engine }
+    init(_ core: BenchDispatcher) { self.core = core }
 
     func write(_ bytes: UnsafeRawBufferPointer) -> Bool { written += bytes.count; return true }
     var pendingOutput: Int { 0 }
@@ -93,20 +76,8 @@ final class BenchH2IO: HTTP2ConnectionIO {
     func schedule(milliseconds: Int, _ action: @escaping () -> Void) -> CancellableTimer { BenchTimer() }
     func now() -> Arrival { tick += 1; return Arrival(wall: 0, monotonicNanos: tick * 1_000_000) }
     /// As the server's Connection: the engine's per-second cache (the fake clock moves on a second every 1000 ticks).
-    func dateLine() -> [UInt8] { engine.dates.line(atWall: Double(tick) / 1000) }
-    func dispatch(_ request: HTTPRequest, _ context: RequestContext) -> Exchange {
-        let decision = engine.decide(
-            request, requestID: journal.nextSequence, connectionRequestIndex: context.indexOnConnection,
-            client: "127.0.0.1",
-            now: EngineInstant(monotonicMilliseconds: context.arrival.monotonicNanos / 1_000_000, wallSeconds: 0),
-            attempt: Retries.Attempt(connection: 1, arrivedAtNanos: context.arrival.monotonicNanos))
-        var entry = JournalEntry(
-            receivedAtWall: context.arrival.wall, receivedAtMonotonicNanos: context.arrival.monotonicNanos,
-            connectionID: 1, indexOnConnection: context.indexOnConnection, clientAddress: "127.0.0.1:40000",
-            head: request.head, body: request.body, bodySize: request.body.count)
-        entry.record(decision)
-        return Exchange(sequence: journal.record(consume entry), script: decision.script)
-    }
+    func dateLine() -> [UInt8] { core.engine.dates.line(atWall: Double(tick) / 1000) }
+    func dispatch(_ request: HTTPRequest, _ context: RequestContext) -> Exchange { core.dispatch(request, context) }
     func reject(_ error: HTTPParseError, _ context: RequestContext, body: [UInt8]) -> Exchange {
         fatalError("rejected: \(error.reason)")
     }
@@ -116,20 +87,10 @@ final class BenchH2IO: HTTP2ConnectionIO {
     ) { problems.append("unanswered: \(outcome)") }
     func journalIgnoredStream(_ context: RequestContext, afterGoaway lastStream: Int32) { problems.append("ignored") }
     func finished(_ exchange: Exchange, _ outcome: ExchangeOutcome, at: UInt64?) {
-        guard let sequence = exchange.sequence else { return }
         if outcome != .completed { problems.append("stream ended \(outcome)") }
-        completed += 1
-        let bytes = exchange.bytesWritten
-        journal.update(sequence) {
-            $0.outcome = outcome
-            $0.bytesWritten = bytes
-        }
+        core.finished(exchange, outcome)
     }
     func clientSent(_ frames: HTTP2ClientFrames, onEntry sequence: Int) {}
     func connectionError(_ reason: String) { problems.append("connection error: \(reason)") }
     func journalHTTP2(_ summary: HTTP2ConnectionSummary?, clientGoaway: HTTP2ClientGoaway?) {}
 }
-
-#if canImport(Glibc)
-import Glibc
-#endif

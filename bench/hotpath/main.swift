@@ -19,8 +19,7 @@ struct HotPath {
         // Another route of the scenario (a fault, a resource), decided and rendered the same way.
         let target = arguments.count == 4 ? arguments[3] : "/item"
         let path = arguments[1]
-        let bytes = try readAll(path)
-        let scenario = try ScenarioLoader.load(bytes: bytes, file: path, directory: nil)
+        let scenario = try ScenarioLoader.load(bytes: try BenchDispatcher.readAll(path), file: path, directory: nil)
         let engine = Engine(scenarios: [scenario])
         var journal = Journal(capacity: 10_000, maxBodyBytes: 65_536)
         var parser = HTTPRequestParser()
@@ -68,43 +67,27 @@ struct HotPath {
     /// machine parses, hands the request to a Dispatcher-like IO (decide, journal), renders the script and writes
     /// it, and completes the exchange when the (fake) output drains at once.
     static func throughConnection(path: String, requests: Int) throws {
-        let scenario = try ScenarioLoader.load(bytes: try readAll(path), file: path, directory: nil)
-        let io = BenchIO(engine: Engine(scenarios: [scenario]))
+        let io = BenchIO(try BenchDispatcher(scenarioPath: path))
         let machine = HTTP1Connection(
             io: io, settings: HTTP1Settings(parserLimits: HTTPParserLimits(), headerTimeoutMilliseconds: 10_000))
         let request = Array("GET /item HTTP/1.1\r\nHost: 127.0.0.1:18081\r\n\r\n".utf8)
         for _ in 0..<requests {
             request.withUnsafeBytes { machine.received($0) }
         }
-        guard io.journal.totalRecorded == requests else { fatalError("journaled \(io.journal.totalRecorded)") }
+        guard io.core.journal.totalRecorded == requests else { fatalError("journaled \(io.core.journal.totalRecorded)") }
         print("\(requests) requests through the connection machine, \(io.written) response bytes")
     }
 
-    static func readAll(_ path: String) throws -> [UInt8] {
-        guard let file = fopen(path, "rb") else { throw HotPathError.unreadable(path) }
-        defer { fclose(file) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = fread(&chunk, 1, chunk.count, file)
-            if count <= 0 { break }
-            bytes += chunk[0..<count]
-        }
-        return bytes
-    }
-
-    enum HotPathError: Error { case unreadable(String) }
 }
 
 /// What the server's Connection and Dispatcher do for the machine, minus the sockets and timers.
 final class BenchIO: HTTP1ConnectionIO {
-    let engine: Engine
-    // As in the server's core and connection: loop-confined state, no run-time exclusivity checks.
-    @exclusivity(unchecked) var journal = Journal(capacity: 10_000, maxBodyBytes: 65_536)
+    let core: BenchDispatcher
+    // As in the server's connection: loop-confined state, no run-time exclusivity checks.
     @exclusivity(unchecked) var written = 0
     @exclusivity(unchecked) var tick: UInt64 = 0
 
-    init(engine: Engine) { self.engine = engine }
+    init(_ core: BenchDispatcher) { self.core = core }
 
     func write(_ bytes: UnsafeRawBufferPointer) -> Bool { written += bytes.count; return true }
     var pendingOutput: Int { 0 }
@@ -120,38 +103,14 @@ final class BenchIO: HTTP1ConnectionIO {
     func cancelTimer(_ timer: HTTP1Timer) {}
     func now() -> Arrival { tick += 1; return Arrival(wall: 0, monotonicNanos: tick * 1_000_000) }
     /// As the server's Connection: the engine's per-second cache (the fake clock moves on a second every 1000 ticks).
-    func dateLine() -> [UInt8] { engine.dates.line(atWall: Double(tick) / 1000) }
-    func dispatch(_ request: HTTPRequest, _ context: RequestContext) -> Exchange {
-        let decision = engine.decide(
-            request, requestID: journal.nextSequence, connectionRequestIndex: context.indexOnConnection,
-            client: "127.0.0.1",
-            now: EngineInstant(monotonicMilliseconds: context.arrival.monotonicNanos / 1_000_000, wallSeconds: 0),
-            attempt: Retries.Attempt(connection: 1, arrivedAtNanos: context.arrival.monotonicNanos))
-        var entry = JournalEntry(
-            receivedAtWall: context.arrival.wall, receivedAtMonotonicNanos: context.arrival.monotonicNanos,
-            connectionID: 1, indexOnConnection: context.indexOnConnection, clientAddress: "127.0.0.1:40000",
-            head: request.head, body: request.body, bodySize: request.body.count)
-        entry.record(decision)
-        let exchange = Exchange(sequence: journal.record(consume entry), script: decision.script)
-        return exchange
-    }
+    func dateLine() -> [UInt8] { core.engine.dates.line(atWall: Double(tick) / 1000) }
+    func dispatch(_ request: HTTPRequest, _ context: RequestContext) -> Exchange { core.dispatch(request, context) }
     func reject(_ error: HTTPParseError, _ context: RequestContext, body: [UInt8]) -> Exchange {
         fatalError("bad request")
     }
     func journalUnanswered(_ request: HTTPRequest?, _ error: HTTPParseError?, _ context: RequestContext,
                            _ outcome: ExchangeOutcome) {}
-    func finished(_ exchange: Exchange, _ outcome: ExchangeOutcome, at: UInt64?) {
-        guard let sequence = exchange.sequence else { return }
-        let bytes = exchange.bytesWritten
-        journal.update(sequence) {
-            $0.outcome = outcome
-            $0.bytesWritten = bytes
-        }
-    }
+    func finished(_ exchange: Exchange, _ outcome: ExchangeOutcome, at: UInt64?) { core.finished(exchange, outcome) }
     func policyClosed(after sequence: Int, _ reason: PolicyClose) {}
     func upgrade(_ exchange: Exchange, _ plan: WebSocketSessionPlan, early: [UInt8]) {}
 }
-
-#if canImport(Glibc)
-import Glibc
-#endif
