@@ -3,7 +3,7 @@
 SWIFT ?= swift
 PORT ?= 8080
 
-.PHONY: deps build release install reference dist dist-check brew-check serve test test-core test-swift test-python docs bench h2-abuse-compare hotpath soak fuzz fuzz-ci clean
+.PHONY: deps build release install reference dist dist-check brew-check serve test test-core test-swift test-python docs bench h2-abuse-compare hotpath tls-allocations soak fuzz fuzz-ci clean
 
 deps:
 	@scripts/ensure-deps.sh build
@@ -134,6 +134,12 @@ h2-abuse-compare:
 hotpath:
 	@scripts/ensure-deps.sh hotpath
 	scripts/hotpath.sh
+
+# Heap allocations per new TLS connection, Faultline against nginx (scripts/tls_allocations.py).
+tls-allocations:
+	@scripts/ensure-deps.sh bench
+	$(SWIFT) build -c release --product faultline
+	python3 scripts/tls_allocations.py
 
 # A mixed load over every protocol for SOAK_SECONDS (default 180) against a release build (scripts/soak.py): HTTP/1.1
 # with every fault, HTTPS with the TLS handshake faults, h2 and h2c with every HTTP/2 fault and the client's RST_STREAM
