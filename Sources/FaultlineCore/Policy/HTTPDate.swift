@@ -181,7 +181,6 @@ package enum HTTPDate {
     private static let space = UInt8(ascii: " ")
     private static let tab = UInt8(ascii: "\t")
 
-
     /// Reads one date form left to right; every method consumes input only when it matches.
     private struct Cursor {
         let bytes: ArraySlice<UInt8>
