@@ -297,3 +297,49 @@ import Testing
         #expect(JournalEntry.iso8601(1_795_966_129.123) == "2026-11-29T15:28:49.123Z")
     }
 }
+
+@Suite("Prepared responses")
+struct PreparedResponseTests {
+    /// A plain step's prepared scripts are an optimization only: for every client that takes them (HTTP/1.1 kept
+    /// alive or closing, HTTP/1.0 closing, HTTP/2), they are what `respond` builds for that request.
+    @Test func preparedScriptsAreWhatRespondBuilds() throws {
+        let steps = [
+            ResponseStep(status: 200, body: .text("hello")),
+            ResponseStep(status: 204),
+            ResponseStep(status: 503, headers: [(name: "Retry-After", value: "2"), (name: "Content-Type", value: "x/y")],
+                         body: .bytes([1, 2, 3])),
+        ]
+        let requests = [
+            EngineTests.request("GET", "/a"),
+            EngineTests.request("GET", "/a", headers: [("Connection", "close")]),
+            EngineTests.request("GET", "/a", version: .http1_0),
+            EngineTests.request("GET", "/a", headers: [("Connection", "Upgrade, Close")], version: .http1_0),
+            EngineTests.request("GET", "/a", version: .http2),
+        ]
+        let date = HTTPDateCache().line(atWall: 1_700_000_000)
+        for step in steps {
+            let prepared = PreparedStep(step)
+            for request in requests {
+                var random = SeededRandom(seed: 1)
+                let fast = try #require(ResponsePlanner.cachedPlan(
+                    prepared, for: request, random: &random, extraHeaders: [], keepResponse: false),
+                    "\(step.status) \(request.head.version) \(request.headers.fields)")
+                var other = SeededRandom(seed: 1)
+                let planned = ResponsePlanner.respond(
+                    HTTPResponse(status: step.status, headers: PreparedStep.headers(step, rendered: nil),
+                                 body: prepared.staticBody ?? []),
+                    step: step, after: [], for: request, random: &other, extraHeaders: [], keepResponse: false)
+                #expect(fast.steps == planned.steps && fast.keepAlive == planned.keepAlive
+                        && fast.status == planned.status, "\(step.status) \(request.head.version) \(request.headers.fields)")
+                #expect(HTTP1Renderer.bytes(fast, dateLine: date) == HTTP1Renderer.bytes(planned, dateLine: date))
+                #expect(fast.keepAlive == request.head.clientWantsKeepAlive)
+            }
+        }
+        // HTTP/1.0 kept alive adds `Connection: keep-alive`: not prepared.
+        var random = SeededRandom(seed: 1)
+        #expect(ResponsePlanner.cachedPlan(
+            PreparedStep(steps[0]), for: EngineTests.request("GET", "/a", headers: [("Connection", "keep-alive")],
+                                                              version: .http1_0),
+            random: &random, extraHeaders: [], keepResponse: false) == nil)
+    }
+}

@@ -764,3 +764,22 @@ private let tokenBytes = Set(bytes("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrs
         #expect(requests(parse()).first?.headers["x"] == String(latin1), "0xE9 at \(position)")
     }
 }
+
+@Test func connectionTokensDecideKeepAlive() {
+    func wantsKeepAlive(_ version: String, _ fields: String) -> Bool? {
+        requests(events("GET / \(version)\r\nHost: h\r\n\(fields)\r\n")).first?.head.clientWantsKeepAlive
+    }
+    // RFC 9112 §9.3: HTTP/1.1 persists unless a Connection option says close; HTTP/1.0 only with keep-alive.
+    #expect(wantsKeepAlive("HTTP/1.1", "") == true)
+    #expect(wantsKeepAlive("HTTP/1.1", "Connection: close\r\n") == false)
+    #expect(wantsKeepAlive("HTTP/1.1", "Connection: Upgrade ,\tCLOSE \r\n") == false)
+    #expect(wantsKeepAlive("HTTP/1.1", "Connection: keep-alive\r\nconnection: Close\r\n") == false)
+    #expect(wantsKeepAlive("HTTP/1.1", "Connection: closed, enclose, close-ish\r\n") == true)
+    #expect(wantsKeepAlive("HTTP/1.1", "Connection: \r\n") == true)
+    #expect(wantsKeepAlive("HTTP/1.1", "X-Connection: close\r\n") == true)
+    #expect(wantsKeepAlive("HTTP/1.0", "") == false)
+    #expect(wantsKeepAlive("HTTP/1.0", "Connection: Keep-Alive\r\n") == true)
+    #expect(wantsKeepAlive("HTTP/1.0", "Connection: te, keep-alive,,\r\n") == true)
+    #expect(wantsKeepAlive("HTTP/1.0", "Connection: keep-alive, close\r\n") == false)
+    #expect(wantsKeepAlive("HTTP/1.0", "Connection: keep-alives\r\n") == false)
+}

@@ -11,6 +11,9 @@ final class PreparedStep {
     let cachedKeepAliveSteps: [ScriptStep]?
     /// The whole script for that response when the step has no delay: shared by every request it answers.
     let cachedKeepAliveScript: ResponseScript?
+    /// The same response to a client that asked to close (`Connection: close`, HTTP/1.0 without keep-alive): its
+    /// head says `Connection: close` and the script ends the connection after it. No delay, as the one above.
+    let cachedCloseScript: ResponseScript?
     /// The step's `Retry-After` value as written, for the Retry-After judgements.
     let retryAfter: String?
 
@@ -37,8 +40,15 @@ final class PreparedStep {
                 status: step.status, headers: Self.headers(step, rendered: nil), bodyLength: body.count, close: false,
                 date: step.date)
             cachedKeepAliveSteps = body.isEmpty ? [.head(head), .end] : [.head(head), .body(body), .end]
+            let closing = ResponseHead(
+                status: step.status, headers: head.headers, bodyLength: body.count, close: true, date: step.date)
+            cachedCloseScript = step.delay == nil ? ResponseScript(
+                steps: (body.isEmpty ? [.head(closing), .end] : [.head(closing), .body(body), .end])
+                    + [.endConnection(.connectionClose)],
+                status: step.status, keepAlive: false) : nil
         } else {
             cachedKeepAliveSteps = nil
+            cachedCloseScript = nil
         }
         cachedKeepAliveScript = step.delay == nil ? cachedKeepAliveSteps.map {
             ResponseScript(steps: $0, status: step.status, keepAlive: true)
@@ -147,17 +157,20 @@ enum ResponsePlanner {
 
     /// The fast path: a plain step (nothing to render, no fault, no drip) for an HTTP/1.1 keep-alive client or
     /// an HTTP/2 stream is the steps prepared at load time, after its delay if it has one (`respond` would build
-    /// the same: HTTP/2 has no per-request close). Sharing the head also lets the HTTP/2 codec reuse the fields it
+    /// the same: HTTP/2 has no per-request close); for a client that asked to close, the prepared closing script
+    /// when the step has no delay. Sharing the head also lets the HTTP/2 codec reuse the fields it
     /// made of it (`HTTP2Connection.submit`). Nil when it does not apply; then no random number was drawn, so
     /// `plan` draws the delay as usual.
     static func cachedPlan(
         _ prepared: PreparedStep, for request: HTTPRequest, random: inout SeededRandom,
         extraHeaders: [(name: String, value: String)], keepResponse: Bool
     ) -> ResponseScript? {
-        guard let cached = prepared.cachedKeepAliveSteps, extraHeaders.isEmpty, !keepResponse,
-              request.head.version == .http1_1 || request.head.version.major == 2, request.method != "HEAD",
-              request.head.clientWantsKeepAlive
+        guard let cached = prepared.cachedKeepAliveSteps, extraHeaders.isEmpty, !keepResponse, request.method != "HEAD"
         else { return nil }
+        // A client that asks to close gets the prepared closing script (HTTP/1.x; `respond` would build the same:
+        // `Connection: close`, then the end of the connection). HTTP/1.0 keep-alive is not prepared: it adds a field.
+        guard request.head.clientWantsKeepAlive else { return prepared.cachedCloseScript }
+        guard request.head.version == .http1_1 || request.head.version.major == 2 else { return nil }
         if let script = prepared.cachedKeepAliveScript { return script }
         let steps = waitSteps(prepared.step.delay, &random) + cached
         return ResponseScript(steps: steps, status: prepared.step.status, keepAlive: true)
