@@ -39,13 +39,14 @@ final class PreparedStep {
             let head = ResponseHead(
                 status: step.status, headers: Self.headers(step, rendered: nil), bodyLength: body.count, close: false,
                 date: step.date)
-            cachedKeepAliveSteps = body.isEmpty ? [.head(head), .end] : [.head(head), .body(body), .end]
+            func steps(_ head: ResponseHead) -> [ScriptStep] {
+                body.isEmpty ? [.head(head), .end] : [.head(head), .body(body), .end]
+            }
+            cachedKeepAliveSteps = steps(head)
             let closing = ResponseHead(
                 status: step.status, headers: head.headers, bodyLength: body.count, close: true, date: step.date)
             cachedCloseScript = step.delay == nil ? ResponseScript(
-                steps: (body.isEmpty ? [.head(closing), .end] : [.head(closing), .body(body), .end])
-                    + [.endConnection(.connectionClose)],
-                status: step.status, keepAlive: false) : nil
+                steps: steps(closing) + [.endConnection(.connectionClose)], status: step.status, keepAlive: false) : nil
         } else {
             cachedKeepAliveSteps = nil
             cachedCloseScript = nil
@@ -158,9 +159,9 @@ enum ResponsePlanner {
     /// The fast path: a plain step (nothing to render, no fault, no drip) for an HTTP/1.1 keep-alive client or
     /// an HTTP/2 stream is the steps prepared at load time, after its delay if it has one (`respond` would build
     /// the same: HTTP/2 has no per-request close); for a client that asked to close, the prepared closing script
-    /// when the step has no delay. Sharing the head also lets the HTTP/2 codec reuse the fields it
-    /// made of it (`HTTP2Connection.submit`). Nil when it does not apply; then no random number was drawn, so
-    /// `plan` draws the delay as usual.
+    /// when the step has no delay. Sharing the head also lets the HTTP/2 codec reuse the fields it made of it
+    /// (`HTTP2Connection.submit`). Nil when it does not apply; then no random number was drawn, so `plan` draws
+    /// the delay as usual.
     static func cachedPlan(
         _ prepared: PreparedStep, for request: HTTPRequest, random: inout SeededRandom,
         extraHeaders: [(name: String, value: String)], keepResponse: Bool
