@@ -500,7 +500,10 @@ def test_a_network_change_is_a_band_and_filters_narrow_the_table(browser, start_
     status = browser.find_element(By.CSS_SELECTOR, "input[aria-label^='Status filter']")
     status.send_keys("503")
     wait(browser, lambda d: seqs(d, "tr.row") == failed, message="the status filter did not narrow the table")
-    assert all("503" in row.text for row in browser.find_elements(By.CSS_SELECTOR, "tr.row"))
+    # One script call reads every row: the table re-renders when a live entry arrives, so elements found by one
+    # call can be gone by the next (a StaleElementReferenceException, not a wrong page).
+    texts = browser.execute_script("return [...document.querySelectorAll('tr.row')].map(r => r.innerText)")
+    assert texts and all("503" in text for text in texts), texts
     status.send_keys(Keys.BACKSPACE * 3)
     wait(browser, lambda d: len(seqs(d, "tr.row")) >= 4, message="clearing the filter did not bring the rows back")
     search = browser.find_element(By.CSS_SELECTOR, "input[type='search']")
