@@ -83,7 +83,7 @@ extension HTTP2Connection {
             stream.enter(.done)
         case .wait(let milliseconds):
             submitOrResume(stream)
-            let timer = schedule(milliseconds: milliseconds) { [weak self, weak stream] in
+            let timer = scheduleStep(milliseconds: milliseconds) { [weak self, weak stream] in
                 guard let self, let stream, case .waiting = stream.state else { return }
                 stream.enter(.running)
                 run(stream)

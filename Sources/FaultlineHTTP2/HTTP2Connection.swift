@@ -269,6 +269,10 @@ package final class HTTP2Connection {
         closed ? nil : io.schedule(milliseconds: milliseconds, action)
     }
 
+    func scheduleStep(milliseconds: Int, _ action: @escaping () -> Void) -> CancellableTimer? {
+        closed ? nil : io.scheduleStep(milliseconds: milliseconds, action)
+    }
+
     func finishClosing(abortive: Bool) {
         guard !closed else { return }
         // Frames gathered before the close go out before the FIN, as they did when each was written at once.

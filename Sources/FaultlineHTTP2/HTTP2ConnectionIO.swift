@@ -12,6 +12,9 @@ package protocol HTTP2ConnectionIO: AnyObject {
     func setReading(_ enabled: Bool)
     /// Runs `action` once after `milliseconds`, unless the returned timer is cancelled first.
     func schedule(milliseconds: Int, _ action: @escaping () -> Void) -> CancellableTimer
+    /// `schedule`, for a script's wait: the server counts these deadlines so that housekeeping (the close queue)
+    /// stands aside while they fall due (`StepDeadlines`). Defaults to `schedule`.
+    func scheduleStep(milliseconds: Int, _ action: @escaping () -> Void) -> CancellableTimer
     func now() -> Arrival
     /// The `Date` field line (`Date: …` CRLF) for a head submitted now: the engine's per-second cache, as for
     /// HTTP/1.1. Its value goes out as the `date` field (RFC 9110 §6.6.1).
@@ -45,4 +48,10 @@ package protocol HTTP2ConnectionIO: AnyObject {
 /// A timer that can be stopped before it fires (a `LoopTimer`; a fake one in the fuzz target).
 package protocol CancellableTimer: AnyObject {
     func cancel()
+}
+
+extension HTTP2ConnectionIO {
+    package func scheduleStep(milliseconds: Int, _ action: @escaping () -> Void) -> CancellableTimer {
+        schedule(milliseconds: milliseconds, action)
+    }
 }

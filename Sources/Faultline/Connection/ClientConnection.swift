@@ -226,7 +226,10 @@ final class ClientConnection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDel
     }
 
     func startTimer(_ timer: HTTP1Timer, milliseconds: Int) {
-        timers[timer.rawValue] = LoopTimer(loop: server.loop, milliseconds: milliseconds) { [unowned self] in
+        // A script's wait is counted where the close queue looks before it closes a slice (`StepDeadlines`).
+        let counted = timer == .step ? server.stepDeadlines : nil
+        timers[timer.rawValue] = LoopTimer(loop: server.loop, milliseconds: milliseconds, counted: counted) {
+            [unowned self] in
             timers[timer.rawValue] = nil
             machine.timerFired(timer)
         }
@@ -246,6 +249,10 @@ final class ClientConnection: HTTP1ConnectionIO, HTTP2ConnectionIO, TransportDel
 
     func schedule(milliseconds: Int, _ action: @escaping () -> Void) -> CancellableTimer {
         LoopTimer(loop: server.loop, milliseconds: milliseconds, action)
+    }
+
+    func scheduleStep(milliseconds: Int, _ action: @escaping () -> Void) -> CancellableTimer {
+        LoopTimer(loop: server.loop, milliseconds: milliseconds, counted: server.stepDeadlines, action)
     }
 
     func journalHTTP2(_ summary: HTTP2ConnectionSummary?, clientGoaway: HTTP2ClientGoaway?) {

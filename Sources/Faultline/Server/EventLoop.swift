@@ -162,19 +162,30 @@ enum LoopPriority {
 final class LoopTimer {
     private var event: OpaquePointer?
     private var action: (() -> Void)?
+    /// Where this timer's deadline is counted while it is pending (`StepDeadlines`: a script's wait).
+    private var counted: StepDeadlines?
+    private var dueMilliseconds: Int64 = 0
 
     /// `priority`: `LoopPriority.urgent` runs the action before the socket events that became ready in the turn it
-    /// falls due in; default, the normal level.
-    init(loop: EventLoop, milliseconds: Int, priority: Int32? = nil, _ action: @escaping () -> Void) {
+    /// falls due in; default, the normal level. `counted`: the deadline is counted there until the timer fires, is
+    /// cancelled or goes away.
+    init(loop: EventLoop, milliseconds: Int, priority: Int32? = nil, counted: StepDeadlines? = nil,
+         _ action: @escaping () -> Void) {
         self.action = action
         // The event holds no reference to the timer: the owner keeps the timer alive while it is pending,
         // and cancelling (or deinit) removes the event before it could fire on a dead object.
         event = event_new(loop.base, -1, 0, { _, _, context in
             let timer = Unmanaged<LoopTimer>.fromOpaque(context!).takeUnretainedValue()
+            timer.uncount()
             let action = timer.action
             timer.action = nil
             action?()
         }, Unmanaged.passUnretained(self).toOpaque())
+        if let counted {
+            self.counted = counted
+            dueMilliseconds = Clock.monotonicMilliseconds() + Int64(milliseconds)
+            counted.add(dueMilliseconds)
+        }
         if let priority { event_priority_set(event, priority) }
         var delay = timeval(milliseconds: milliseconds)
         // Measure from now, not from the start of this loop turn: with the cached time, a timer added late in a
@@ -185,10 +196,17 @@ final class LoopTimer {
 
     func cancel() {
         action = nil
+        uncount()
         if let event { event_del(event) }
     }
 
+    private func uncount() {
+        counted?.remove(dueMilliseconds)
+        counted = nil
+    }
+
     deinit {
+        uncount()
         if let event {
             event_del(event)
             event_free(event)
@@ -285,6 +303,8 @@ enum Clock {
         clock_gettime(CLOCK_MONOTONIC, &ts)
         return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
     }
+
+    static func monotonicMilliseconds() -> Int64 { Int64(monotonicNanos() / 1_000_000) }
 
     static func wallSeconds() -> Double {
         var ts = timespec()
