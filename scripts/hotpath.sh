@@ -55,6 +55,12 @@ echo "hotpath: $(( (b - a) / (large - small) )) instructions per request under a
 a=$(count $small /resource/item)
 b=$(count $large /resource/item)
 echo "hotpath: $(( (b - a) / (large - small) )) instructions per resource GET (ETag, Last-Modified; parse, journal, decide, complete)"
+# A forwarded request (bench/hotpath-proxy.json, the proxy row's scenario): the upstream request built, a canned
+# nginx answer parsed, the client's script planned from it — the proxy's own work, without its sockets.
+scenario=bench/hotpath-proxy.json
+a=$(count $small forward)
+b=$(count $large forward)
+echo "hotpath: $(( (b - a) / (large - small) )) instructions per forwarded request (proxy: parse, journal, decide, upstream request, upstream response parsed, planned, complete)"
 
 # One HTTP/2 stream on a kept h2c connection (bench/hotpath-h2/main.swift): nghttp2 reads its HEADERS, the codec
 # dispatches it as the first figure's request, submits HEADERS and DATA, and nghttp2 writes them.

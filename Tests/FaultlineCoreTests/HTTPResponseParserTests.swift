@@ -92,6 +92,21 @@ import Testing
         #expect(extra)
     }
 
+    /// One length, repeated in one field or across several, frames the body (RFC 9110 §8.6); whitespace around
+    /// each is allowed, and the field values stay as the upstream sent them.
+    @Test func aRepeatedContentLengthFramesTheBody() throws {
+        for text in [
+            "HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\n\r\nok",
+            "HTTP/1.1 200 OK\r\nContent-Length: 2\r\ncontent-length:\t2 \r\n\r\nok",
+            "HTTP/1.1 200 OK\r\nContent-Length:  2 ,2\r\n\r\nok",
+        ] {
+            let response = try #require(Self.response(Self.parse(text)), "\(text.debugDescription)")
+            #expect(response.body == Array("ok".utf8) && response.declaredLength == 2, "\(text.debugDescription)")
+        }
+        let spaced = try #require(Self.response(Self.parse("HTTP/1.1 200 OK\r\nX-A:  padded value \t\r\nContent-Length: 0\r\n\r\n")))
+        #expect(spaced.headers["x-a"] == "padded value")
+    }
+
     @Test func bareLFLinesAreAccepted() throws {
         let response = try #require(Self.response(Self.parse("HTTP/1.1 200 OK\nContent-Length: 2\n\nhi")))
         #expect(response.body == Array("hi".utf8))
@@ -104,6 +119,15 @@ import Testing
         ("HTTP/1.1 200 OK\r\nbad header\r\n\r\n", "malformed header line"),
         ("HTTP/1.1 200 OK\r\nContent-Length: 3, 4\r\n\r\n", "invalid Content-Length"),
         ("HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", "invalid Content-Length"),
+        ("HTTP/1.1 200 OK\r\nContent-Length: 2,\r\n\r\nok", "invalid Content-Length"),
+        ("HTTP/1.1 200 OK\r\nContent-Length: 2 2\r\n\r\nok", "invalid Content-Length"),
+        ("HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\nok", "invalid Content-Length"),
+        ("HTTP/1.1 200 OK\r\nContent-Length:\r\n\r\nok", "invalid Content-Length"),
+        ("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok", "invalid Content-Length"),
+        ("HTTP/1.1 200 OK\r\nContent-Length: 1234567890123456789\r\n\r\n", "invalid Content-Length"),
+        ("HTTP/1.1 200 OK\r\nContent-Length: 123456789012345678\r\n\r\n", "larger than the proxy's limit"),
+        ("HTTP/1.1 200 OK\r\nX-Name : v\r\n\r\n", "malformed header line"),
+        ("HTTP/1.1 200 OK\r\n: v\r\n\r\n", "malformed header line"),
         ("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "malformed chunk size"),
         ("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabX\r\n", "not followed by CRLF"),
     ])

@@ -9,11 +9,15 @@ struct HotPath {
     static func main() throws {
         let arguments = CommandLine.arguments
         guard arguments.count >= 3, let requests = Int(arguments[2]) else {
-            print("usage: hotpath SCENARIO.json REQUESTS [connection | TARGET]")
+            print("usage: hotpath SCENARIO.json REQUESTS [connection | forward | TARGET]")
             return
         }
         if arguments.count == 4 && arguments[3] == "connection" {
             try throughConnection(path: arguments[1], requests: requests)
+            return
+        }
+        if arguments.count == 4 && arguments[3] == "forward" {
+            try forwarded(path: arguments[1], requests: requests)
             return
         }
         // Another route of the scenario (a fault, a resource), decided and rendered the same way.
@@ -61,6 +65,69 @@ struct HotPath {
         }
         guard journal.totalRecorded == requests else { fatalError("journaled \(journal.totalRecorded) of \(requests)") }
         print("\(requests) requests, \(written) response bytes")
+    }
+
+    /// Forwarded requests (bench/hotpath-proxy.json, the proxy row's scenario), as the first figure's loop plus what
+    /// the server's ProxyService does minus the upstream connection's sockets: the upstream request built, nginx's
+    /// answer parsed, the client's script planned from it, the journal entry told twice (the proxy record, then the
+    /// completion).
+    static func forwarded(path: String, requests: Int) throws {
+        let scenario = try ScenarioLoader.load(bytes: try BenchDispatcher.readAll(path), file: path, directory: nil)
+        let engine = Engine(scenarios: [scenario])
+        var journal = Journal(capacity: 10_000, maxBodyBytes: 65_536)
+        var parser = HTTPRequestParser()
+        let request = Array("GET /item HTTP/1.1\r\nHost: 127.0.0.1:18081\r\n\r\n".utf8)
+        let body = #"{"id":"1","name":"widget","price":9.99}"#
+        let answer = Array(("HTTP/1.1 200 OK\r\nServer: nginx/1.22.1\r\nDate: Fri, 04 Dec 2026 02:42:49 GMT\r\n"
+            + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nConnection: keep-alive\r\n\r\n"
+            + body).utf8)
+        var written = 0
+        var output = OutputBuffer()
+        for index in 0..<requests {
+            parser.append(request)
+            while let event = parser.next() {
+                guard case .request(let request) = event else { continue }
+                var entry = JournalEntry(
+                    receivedAtWall: 0, receivedAtMonotonicNanos: UInt64(index), connectionID: 1, indexOnConnection: index,
+                    clientAddress: "127.0.0.1:40000", head: request.head, body: request.body, bodySize: request.body.count)
+                let decision = engine.decide(
+                    request, requestID: journal.nextSequence, connectionRequestIndex: index, client: "127.0.0.1",
+                    now: EngineInstant(monotonicMilliseconds: UInt64(index), wallSeconds: 0),
+                    attempt: Retries.Attempt(connection: 1, arrivedAtNanos: UInt64(index)))
+                entry.record(decision)
+                guard let plan = decision.proxy else { fatalError("\(path) does not forward /item") }
+                entry.proxy = ProxyRecord(upstream: plan.upstreamURL)
+                let sequence = journal.record(consume entry)
+                written += plan.requestBytes(client: "127.0.0.1", clientTLS: false).count
+                var upstream = HTTPResponseParser(requestMethod: request.method, mayStream: plan.canStream())
+                guard case .complete(let response, _) = upstream.feed(answer) else {
+                    fatalError("the upstream's answer did not parse")
+                }
+                var record = ProxyRecord(upstream: plan.upstreamURL)
+                let script = plan.script(for: response, record: &record)
+                journal.update(sequence) {
+                    $0.status = script.status
+                    $0.proxy = record
+                }
+                var renderer = HTTP1Renderer()
+                for step in script.steps {
+                    if case .head(let head) = step {
+                        let date = head.addsDate ? engine.dates.line(atWall: Double(index) / 1000) : []
+                        renderer.render(head: head, dateLine: date, into: &output)
+                    } else {
+                        renderer.render(step, into: &output, date: { [] })
+                    }
+                }
+                written += output.count
+                output.reset()
+                journal.update(sequence) {
+                    $0.outcome = .completed
+                    $0.bytesWritten = written
+                }
+            }
+        }
+        guard journal.totalRecorded == requests else { fatalError("journaled \(journal.totalRecorded) of \(requests)") }
+        print("\(requests) forwarded requests, \(written) bytes written")
     }
 
     /// The same requests through the HTTP/1.1 connection machine, as the server runs them: read event in, the

@@ -137,8 +137,24 @@ package struct HTTPResponseParser: Sendable {
     /// Whether the response's head has been read (a time-to-first-byte was seen and the status is known).
     package var status: Int? { response.status == 0 ? nil : response.status }
 
-    /// Reads `bytes`; returns `.needMore` until the response is complete or broken.
+    /// Reads `bytes`; returns `.needMore` until the response is complete or broken. A read from the socket (not
+    /// generic: called from another module, a generic `feed` ran unspecialized, ~1,500 instructions a response
+    /// for appending to the buffer alone).
+    package mutating func feed(_ bytes: UnsafeRawBufferPointer) -> Progress {
+        feedBytes(bytes)
+    }
+
+    /// `feed`, for bytes in an array (tests, the fuzzer, the hot-path driver).
+    package mutating func feed(_ bytes: [UInt8]) -> Progress {
+        bytes.withUnsafeBytes { feedBytes($0) }
+    }
+
+    /// `feed`, for any other collection of bytes.
     package mutating func feed<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> Progress {
+        feed(Array(bytes))
+    }
+
+    private mutating func feedBytes(_ bytes: UnsafeRawBufferPointer) -> Progress {
         guard state != .done, state != .failed else { return state == .failed ? .failed(failure) : .needMore }
         if !bytes.isEmpty { receivedAny = true }
         if position > 0 && position == buffer.count {
@@ -283,18 +299,32 @@ package struct HTTPResponseParser: Sendable {
     /// from where the last one stopped (`headScan`): an upstream that drips its header section a byte per read
     /// would otherwise have it scanned from the start each time (the `upstream-response` fuzzer's reads showed it).
     private mutating func headEnd() -> Int? {
-        var index = max(position, headScan)
-        while let newline = buffer[index...].firstIndex(of: 0x0A) {
-            let next = newline + 1
-            if next < buffer.count, buffer[next] == 0x0A { return next + 1 }
-            if next + 1 < buffer.count, buffer[next] == 0x0D, buffer[next + 1] == 0x0A { return next + 2 }
-            if next >= buffer.count || (next + 1 >= buffer.count && buffer[next] == 0x0D) {
-                headScan = newline  // this line's end, and what follows it, are looked at again
-                return nil
+        let count = buffer.count
+        let (end, scan): (Int?, Int) = buffer.withUnsafeBufferPointer { bytes in
+            var index = max(position, headScan)
+            while let newline = Self.newline(in: bytes, from: index, to: count) {
+                let next = newline + 1
+                if next < count, bytes[next] == 0x0A { return (next + 1, headScan) }
+                if next + 1 < count, bytes[next] == 0x0D, bytes[next + 1] == 0x0A { return (next + 2, headScan) }
+                if next >= count || (next + 1 >= count && bytes[next] == 0x0D) {
+                    return (nil, newline)  // this line's end, and what follows it, are looked at again
+                }
+                index = next
             }
-            index = next
+            return (nil, count)
         }
-        headScan = buffer.count
+        headScan = scan
+        return end
+    }
+
+    /// The index of the first LF in `bytes[from..<to]`, read straight from memory (a slice's `firstIndex` costs
+    /// several times as much a byte, and every proxied response's head is scanned twice).
+    private static func newline(in bytes: UnsafeBufferPointer<UInt8>, from: Int, to end: Int) -> Int? {
+        var index = from
+        while index < end {
+            if bytes[index] == 0x0A { return index }
+            index += 1
+        }
         return nil
     }
 
@@ -302,13 +332,13 @@ package struct HTTPResponseParser: Sendable {
     /// §6.3). A 1xx other than 101 is interim: it is dropped and the next head is read. Nil, or the problem.
     /// Works on byte ranges of the buffer: only the field names and values become strings.
     private mutating func parseHead(upTo end: Int) -> String? {
-        func lineEnd(from start: Int) -> (end: Int, next: Int) {
-            let newline = buffer[start..<end].firstIndex(of: 0x0A) ?? end
+        func lineEnd(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> (end: Int, next: Int) {
+            let newline = Self.newline(in: bytes, from: start, to: end) ?? end
             var lineEnd = newline
-            if lineEnd > start && buffer[lineEnd - 1] == 0x0D { lineEnd -= 1 }
+            if lineEnd > start && bytes[lineEnd - 1] == 0x0D { lineEnd -= 1 }
             return (lineEnd, newline + 1)
         }
-        let (statusEnd, afterStatus) = lineEnd(from: position)
+        let (statusEnd, afterStatus) = buffer.withUnsafeBufferPointer { lineEnd($0, from: position) }
         let statusLine = buffer[position..<statusEnd]
         // HTTP-version SP status-code SP [reason-phrase] (RFC 9112 §4): "HTTP/1.x NNN".
         let digit = { (byte: UInt8) in byte >= 0x30 && byte <= 0x39 }
@@ -327,28 +357,37 @@ package struct HTTPResponseParser: Sendable {
             return "not an HTTP/1.1 response: the status line is \(Self.printable(Array(statusLine)))"
         }
         var headers = HTTPHeaders()
-        // One allocation for the fields: a line per field at most.
-        var lines = 0
-        buffer.withUnsafeBufferPointer { bytes in
+        // Read from the buffer's memory; only the field names and values become strings. A malformed line's
+        // range comes back for the message.
+        let malformed: Range<Int>? = buffer.withUnsafeBufferPointer { bytes in
+            // One allocation for the fields: a line per field at most.
+            var lines = 0
             for index in afterStatus..<end where bytes[index] == 0x0A { lines += 1 }
-        }
-        headers.reserveCapacity(lines)
-        var start = afterStatus
-        while start < end {
-            let (fieldEnd, next) = lineEnd(from: start)
-            defer { start = next }
-            guard fieldEnd > start else { continue }
-            let fieldLine = buffer[start..<fieldEnd]
-            guard let colon = fieldLine.firstIndex(of: UInt8(ascii: ":")), colon > start,
-                  !fieldLine[..<colon].contains(where: { $0 == 0x20 || $0 == 0x09 }) else {
-                position = end
-                return "a malformed header line \(Self.printable(Array(fieldLine)))"
+            headers.reserveCapacity(lines)
+            var start = afterStatus
+            while start < end {
+                let (fieldEnd, next) = lineEnd(bytes, from: start)
+                defer { start = next }
+                guard fieldEnd > start else { continue }
+                // The name: up to the colon, with no whitespace in it (RFC 9112 §5.1).
+                var colon = start
+                while colon < fieldEnd && bytes[colon] != UInt8(ascii: ":") && bytes[colon] != 0x20 && bytes[colon] != 0x09 {
+                    colon += 1
+                }
+                guard colon < fieldEnd, colon > start, bytes[colon] == UInt8(ascii: ":") else { return start..<fieldEnd }
+                var valueStart = colon + 1
+                var valueEnd = fieldEnd
+                while valueStart < valueEnd && (bytes[valueStart] == 0x20 || bytes[valueStart] == 0x09) { valueStart += 1 }
+                while valueEnd > valueStart && (bytes[valueEnd - 1] == 0x20 || bytes[valueEnd - 1] == 0x09) { valueEnd -= 1 }
+                headers.append(
+                    name: String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<colon]), as: UTF8.self),
+                    value: String(decoding: UnsafeBufferPointer(rebasing: bytes[valueStart..<valueEnd]), as: UTF8.self))
             }
-            var valueStart = colon + 1
-            var valueEnd = fieldEnd
-            while valueStart < valueEnd && (buffer[valueStart] == 0x20 || buffer[valueStart] == 0x09) { valueStart += 1 }
-            while valueEnd > valueStart && (buffer[valueEnd - 1] == 0x20 || buffer[valueEnd - 1] == 0x09) { valueEnd -= 1 }
-            headers.append(name: Self.text(buffer, start..<colon), value: Self.text(buffer, valueStart..<valueEnd))
+            return nil
+        }
+        if let malformed {
+            position = end
+            return "a malformed header line \(Self.printable(Array(buffer[malformed])))"
         }
         let reason = statusLine.count > 13 ? String(decoding: statusLine[(base + 13)...], as: UTF8.self) : ""
         position = end
@@ -365,12 +404,17 @@ package struct HTTPResponseParser: Sendable {
             return nil
         }
         var transferCoding: String?
-        var lengths: [String] = []
+        var hasLength = false
+        // One value, or the same value repeated (RFC 9110 §8.6), across the fields and the commas within them:
+        // anything else cannot frame the body. Read in place: every proxied response has one.
+        var length: Int?
+        var validLength = true
         for field in headers.fields {
             if field.name.caseInsensitiveEquals("transfer-encoding") {
                 transferCoding = field.value
             } else if field.name.caseInsensitiveEquals("content-length") {
-                lengths.append(field.value)
+                hasLength = true
+                if validLength, !Self.contentLength(field.value, into: &length) { validLength = false }
             }
         }
         if let coding = transferCoding {
@@ -385,24 +429,10 @@ package struct HTTPResponseParser: Sendable {
             }
             return nil
         }
-        if !lengths.isEmpty {
-            // One value, or the same value repeated (RFC 9110 §8.6): anything else cannot frame the body.
-            var length: Int?
-            var valid = true
-            for value in lengths {
-                for part in value.utf8.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false) {
-                    let digits = part.drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 }
-                    guard !digits.isEmpty, digits.count <= 18, digits.allSatisfy(digit) else {
-                        valid = false
-                        break
-                    }
-                    let number = digits.reversed().reduce(0) { $0 * 10 + Int($1 - 0x30) }
-                    if let length, length != number { valid = false }
-                    length = number
-                }
-            }
-            guard valid, let length else {
-                return "an invalid Content-Length \(Self.quoted(lengths.joined(separator: ", ")))"
+        if hasLength {
+            guard validLength, let length else {
+                let values = headers.fields.filter { $0.name.caseInsensitiveEquals("content-length") }.map(\.value)
+                return "an invalid Content-Length \(Self.quoted(values.joined(separator: ", ")))"
             }
             if length > maxBodyBytes && !mayStream {
                 return "the upstream's body (Content-Length \(length)) is larger than the proxy's limit of \(maxBodyBytes) bytes"
@@ -416,16 +446,39 @@ package struct HTTPResponseParser: Sendable {
         return nil
     }
 
+    /// Reads one `Content-Length` field's value — comma-separated decimal numbers, each with optional whitespace
+    /// around it, at most 18 digits — into `length`, which every number must equal. False when one is not a number
+    /// or differs.
+    private static func contentLength(_ value: String, into length: inout Int?) -> Bool {
+        var value = value
+        return value.withUTF8 { bytes in
+            var index = 0
+            let count = bytes.count
+            while true {
+                while index < count && (bytes[index] == 0x20 || bytes[index] == 0x09) { index += 1 }
+                var number = 0
+                var digits = 0
+                while index < count, bytes[index] >= 0x30, bytes[index] <= 0x39 {
+                    number = number * 10 + Int(bytes[index] - 0x30)
+                    digits += 1
+                    index += 1
+                    if digits > 18 { return false }
+                }
+                while index < count && (bytes[index] == 0x20 || bytes[index] == 0x09) { index += 1 }
+                guard digits > 0, index == count || bytes[index] == UInt8(ascii: ",") else { return false }
+                if let length, length != number { return false }
+                length = number
+                if index == count { return true }
+                index += 1  // past the comma
+            }
+        }
+    }
+
     /// Whether a `Connection` field lists `option` (lower-case), compared without case, byte by byte.
     private static func hasConnectionOption(_ headers: HTTPHeaders, _ option: StaticString) -> Bool {
         var found = false
         headers.forEachConnectionToken { if HTTPHeaders.token($0, is: option) { found = true } }
         return found
-    }
-
-    /// The bytes in `range` as a String, decoded from the buffer's memory (an ArraySlice took the slow generic path).
-    private static func text(_ buffer: [UInt8], _ range: Range<Int>) -> String {
-        buffer.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[range]), as: UTF8.self) }
     }
 
     private static func quoted(_ text: String) -> String { JSONValue.string(text).serialized() }
