@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Instructions per request on the request path without sockets (bench/hotpath/main.swift: parse, journal,
-# decide, complete), counted by callgrind; then the same for a fault, a resource GET and an HTTP/2 stream. Unlike
-# requests/s this does not move with the machine's load, so it tells whether a change made the request path cheaper. The server's system calls and libevent are not in it.
+# decide, complete), counted by callgrind; then the same for a fault, a resource GET, a forwarded request and an
+# HTTP/2 stream. Unlike requests/s this does not move with the machine's load, so it tells whether a change made
+# the request path cheaper. The server's system calls and libevent are not in it.
 #   make hotpath        (needs valgrind; scripts/ensure-deps.sh hotpath installs it)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -27,8 +27,8 @@ struct HotPath {
     /// Parse wrk's request, journal it, decide it, have `answer` make the script, render it, complete the entry —
     /// `requests` times. Generic, so each kind of answer gets its own specialized loop.
     static func run<Answer: HotPathAnswer>(path: String, target: String, requests: Int, _ answer: Answer) throws {
-        let scenario = try ScenarioLoader.load(bytes: try BenchDispatcher.readAll(path), file: path, directory: nil)
-        let engine = Engine(scenarios: [scenario])
+        // The scenario loaded as the other drivers load it; the journal kept here, a local, as before.
+        let engine = try BenchDispatcher(scenarioPath: path).engine
         var journal = Journal(capacity: 10_000, maxBodyBytes: 65_536)
         var parser = HTTPRequestParser()
         let request = Array("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:18081\r\n\r\n".utf8)

@@ -144,40 +144,21 @@ public struct HTTPRequestHead: Sendable, Equatable {
         // HTTP/2 has no per-request close: its connection outlives every stream (RFC 9113 §8.2.2).
         if version.major == 2 { return true }
         guard headers.contains("connection") else { return version.major == 1 && version.minor != 0 }
-        // The options read in place (ASCII tokens, compared without case: RFC 9110 §7.6.1): split, trimmed and
-        // lowercased into arrays it cost four allocations a call, three calls a `Connection: close` request.
+        // The options read in place (`forEachConnectionToken`, compared without case: RFC 9110 §7.6.1): split,
+        // trimmed and lowercased into arrays it cost four allocations a call, three calls a `Connection: close`
+        // request.
         var close = false
         var keepAlive = false
-        for field in headers where field.name.caseInsensitiveEquals("connection") {
-            Self.readConnectionOptions(field.value, close: &close, keepAlive: &keepAlive)
+        headers.forEachConnectionToken { token in
+            if HTTPHeaders.token(token, is: "close") {
+                close = true
+            } else if HTTPHeaders.token(token, is: "keep-alive") {
+                keepAlive = true
+            }
         }
         if close { return false }
         if version.major == 1 && version.minor == 0 { return keepAlive }
         return version.major == 1
-    }
-
-    /// Notes whether the comma-separated list `value` (spaces and tabs around each member) names `close` or
-    /// `keep-alive`.
-    private static func readConnectionOptions(_ value: String, close: inout Bool, keepAlive: inout Bool) {
-        var value = value
-        value.withUTF8 { bytes in
-            var start = 0
-            while start <= bytes.count {
-                var end = start
-                while end < bytes.count && bytes[end] != UInt8(ascii: ",") { end += 1 }
-                var first = start
-                var last = end
-                while first < last && (bytes[first] == 0x20 || bytes[first] == 0x09) { first += 1 }
-                while last > first && (bytes[last - 1] == 0x20 || bytes[last - 1] == 0x09) { last -= 1 }
-                let token = UnsafeBufferPointer(rebasing: bytes[first ..< last])
-                if ASCII.lowercasedEquals(token, "close") {
-                    close = true
-                } else if ASCII.lowercasedEquals(token, "keep-alive") {
-                    keepAlive = true
-                }
-                start = end + 1
-            }
-        }
     }
 }
 

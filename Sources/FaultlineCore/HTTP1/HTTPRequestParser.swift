@@ -827,8 +827,8 @@ package struct HTTPRequestParser: Sendable {
     }
 }
 
-/// Byte classes of RFC 9110 §5.6 and RFC 5234 Appendix B.1 (`clientWantsKeepAlive` reads its tokens with them too).
-enum ASCII {
+/// Byte classes of RFC 9110 §5.6 and RFC 5234 Appendix B.1.
+private enum ASCII {
     static let lf: UInt8 = 0x0A
     static let cr: UInt8 = 0x0D
     static let tab: UInt8 = 0x09

@@ -170,14 +170,14 @@ package enum HTTPDate {
 
     // MARK: - Text
 
-    private static let shortDayNames = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
-    private static let longDayNames = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"]
-    private static let monthNames = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-    /// The same names for `format`, which copies their bytes.
+    /// The names as static bytes for `format`, which copies them; as strings for the parser.
     private static let dayNameBytes: [StaticString] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
     private static let monthNameBytes: [StaticString] = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ]
+    private static let shortDayNames = dayNameBytes.map(\.description)
+    private static let longDayNames = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"]
+    private static let monthNames = monthNameBytes.map(\.description)
     private static let space = UInt8(ascii: " ")
     private static let tab = UInt8(ascii: "\t")
 
