@@ -352,31 +352,15 @@ final class ServerCore: @unchecked Sendable {
     /// A slice of closes stands aside while a scripted wait falls due within this: a close costs about what the
     /// response it follows cost, so closing in front of a burst of falling-due delays makes each later one late.
     static let closeYieldMilliseconds: Int64 = 2
-    /// Since when the oldest close in the queue has been waiting (monotonic ms): past `closeMaxWaitMilliseconds`,
-    /// a slice runs even with waits due (descriptors must not pile up behind an endless drip).
-    @exclusivity(unchecked) private var closeWaitingSince: Int64 = 0
-    /// The one retry pending while the queue stands aside (nil when none).
-    @exclusivity(unchecked) private var closeRetry: LoopTimer?
+    /// Past `closeMaxWaitMilliseconds` a slice runs even with waits due (descriptors must not pile up behind an
+    /// endless drip).
+    private lazy var closeYield = DeadlineYield(
+        loop: loop, deadlines: stepDeadlines, windowMilliseconds: Self.closeYieldMilliseconds,
+        maxWaitMilliseconds: Int64(Self.closeMaxWaitMilliseconds)
+    ) { [unowned self] in closeTask.schedule() }
 
     private func closeNextSlice() {
-        let now = Clock.monotonicMilliseconds()
-        let waited = now - closeWaitingSince
-        let maxWait = Int64(Self.closeMaxWaitMilliseconds)
-        if waited < maxWait, stepDeadlines.anyDue(now: now, within: Self.closeYieldMilliseconds) {
-            // Stand aside: try again just after the earliest wait falls due (or when the queue's wait is over),
-            // unless a retry is already set; a close queued meanwhile schedules a try of its own.
-            guard closeRetry == nil else { return }
-            let due = stepDeadlines.earliest ?? now
-            let retry = max(1, min(due + 1 - now, maxWait - waited))
-            closeRetry = LoopTimer(loop: loop, milliseconds: Int(retry)) { [unowned self] in
-                closeRetry = nil
-                closeTask.schedule()
-            }
-            return
-        }
-        // The rest of the queue waits from now — or, when this slice was forced, gets the next one within the
-        // starved interval, as the backstop gives it.
-        closeWaitingSince = waited >= maxWait ? now - maxWait + 5 : now
+        guard closeYield.mayRun() else { return }
         let end = min(closeQueueStart + Self.closeSlice, closeQueue.count)
         let closing = closeQueue[closeQueueStart..<end]
         closeQueueStart = end
@@ -393,7 +377,7 @@ final class ServerCore: @unchecked Sendable {
     /// `closeMaxWaitMilliseconds`: every timer that expired with this one, or while closes were waiting, fires
     /// (and sends) first.
     func closeSoon(_ connection: ClientConnection) {
-        if closeQueue.count == closeQueueStart { closeWaitingSince = Clock.monotonicMilliseconds() }
+        if closeQueue.count == closeQueueStart { closeYield.queueStarted() }
         closeQueue.append(connection)
         closeTask.schedule()
     }
@@ -602,7 +586,7 @@ final class ServerCore: @unchecked Sendable {
         proxy.stop()
         closeQueue.removeAll()
         closeQueueStart = 0
-        closeRetry = nil
+        closeYield.cancel()
         closeTask.close()
         journalFile?.close()
         requestLog?.close()

@@ -54,3 +54,61 @@ final class StepDeadlines {
         return earliest < now + window
     }
 }
+
+/// Housekeeping that stands aside while scripted waits fall due: the close queue (`ServerCore.closeNextSlice`) and
+/// the request log's lines (`RequestLog`). Work that can wait — a close, formatting a log line — done in front of a
+/// timer due a millisecond later makes that delayed response late, and a burst of them later still.
+///
+/// The job asks `mayRun()` before each slice. False: a scripted wait falls due within `window` ms, so the job
+/// waits; one retry is set just after the earliest wait falls due (or when the job has waited `maxWait`), which
+/// calls `retry` (the job schedules its slice again). True: run a slice now. Past `maxWait` a slice runs even with
+/// waits due, and the next one counts as having waited almost as long, so under an endless drip of delays the
+/// job still moves a slice at a time (its backstop's starved interval paces it). Loop thread only.
+final class DeadlineYield {
+    private let loop: EventLoop
+    private let deadlines: StepDeadlines
+    private let window: Int64
+    private let maxWait: Int64
+    private let retry: () -> Void
+    /// Since when the job's oldest queued work has waited (monotonic ms).
+    private var waitingSince: Int64 = 0
+    /// The one retry pending while the job stands aside.
+    private var retryTimer: LoopTimer?
+
+    init(loop: EventLoop, deadlines: StepDeadlines, windowMilliseconds: Int64, maxWaitMilliseconds: Int64,
+         retry: @escaping () -> Void) {
+        self.loop = loop
+        self.deadlines = deadlines
+        window = windowMilliseconds
+        maxWait = maxWaitMilliseconds
+        self.retry = retry
+    }
+
+    /// The job's queue was empty and now holds work: its wait starts now.
+    func queueStarted() { waitingSince = Clock.monotonicMilliseconds() }
+
+    func mayRun() -> Bool {
+        let now = Clock.monotonicMilliseconds()
+        let waited = now - waitingSince
+        if waited < maxWait, deadlines.anyDue(now: now, within: window) {
+            guard retryTimer == nil else { return false }
+            let due = deadlines.earliest ?? now
+            let after = max(1, min(due + 1 - now, maxWait - waited))
+            retryTimer = LoopTimer(loop: loop, milliseconds: Int(after)) { [unowned self] in
+                retryTimer = nil
+                retry()
+            }
+            return false
+        }
+        // The rest of the queue waits from now — or, when this slice was forced, gets the next one as soon as the
+        // job's backstop allows.
+        waitingSince = waited >= maxWait ? now - maxWait + 5 : now
+        return true
+    }
+
+    /// The server stops: no retry fires after it.
+    func cancel() {
+        retryTimer?.cancel()
+        retryTimer = nil
+    }
+}
