@@ -17,33 +17,114 @@ public enum RequestLogFormat: String, Sendable, CaseIterable {
 }
 
 /// Writes one line per request once its exchange has ended (or at once for a request that could not be
-/// answered). Loop thread only. Lines are collected during a loop turn and written together at its end (or every
-/// 16 KiB): one write(2) per turn instead of one per request, whole lines only, never later than the turn.
+/// answered). Loop thread only.
+///
+/// Nothing of it runs in front of a ready request (issue 30): `finished` only keeps the entry (a copy of the journal's,
+/// so the line says what was true when the exchange ended); the lines are formatted and written as housekeeping
+/// (`LoopPriority.housekeeping`), when the loop has nothing more urgent, in slices of `slice` lines, one write(2) a
+/// slice. Like the close queue they stand aside while a scripted delay falls due (`DeadlineYield`): 10,000 delayed
+/// responses falling due together are all sent before their lines are formatted, which cost about a fifth of the
+/// server's user time per response in that burst. Every line is written, in order: within ~100 ms under load (the
+/// backstop, then a slice every 5 ms while the loop stays busy), within 250 ms while delays keep falling due; and
+/// past `backlogLimit` waiting entries (a load that never lets housekeeping run) each new entry formats the two
+/// oldest lines, as every line used to be formatted, so memory stays bounded.
 final class RequestLog {
     private let format: RequestLogFormat
     private let colour: Bool
+    /// Formatted lines not written yet.
     private var pending: [UInt8] = []
+    /// Ended exchanges whose lines are not formatted yet, oldest first from `entriesStart`.
+    private var entries: [JournalEntry] = []
+    private var entriesStart = 0
     private var flushTask: TurnEndAction?
+    private var yield: DeadlineYield?
+    /// Lines formatted per housekeeping slice (about 0.1 ms of work each).
+    static let slice = 128
+    /// Entries waiting for their lines past which each new one formats two (more than a burst of 10,000 delayed
+    /// responses, which is sent first).
+    static let backlogLimit = 16_384
 
-    init(format: RequestLogFormat, loop: EventLoop) {
+    init(format: RequestLogFormat, loop: EventLoop, deadlines: StepDeadlines) {
         self.format = format
         // Colour only for a person watching a terminal (and never when NO_COLOR is set).
         colour = format == .text && isatty(STDERR_FILENO) == 1 && getenv("NO_COLOR") == nil
-        // Under a load that never lets the loop go quiet, lines are written at least every 100 ms.
-        flushTask = TurnEndAction(loop: loop, maxWaitMilliseconds: 100) { [unowned self] in flush() }
+        // Under a load that never lets the loop go quiet, a slice runs at least every 100 ms, then every 5 ms.
+        flushTask = TurnEndAction(loop: loop, maxWaitMilliseconds: 100, starvedIntervalMilliseconds: 5) {
+            [unowned self] in writeSlice()
+        }
+        yield = DeadlineYield(
+            loop: loop, deadlines: deadlines, windowMilliseconds: ServerCore.closeYieldMilliseconds,
+            maxWaitMilliseconds: 250
+        ) { [unowned self] in flushTask?.schedule() }
     }
 
     deinit { flush() }
 
-    /// Flushes and frees the loop event; lines logged afterwards are written at once. Called when the server
-    /// stops, on the loop thread, while the event base still exists.
+    /// Writes every line still waiting and frees the loop events; lines logged afterwards are written at once.
+    /// Called when the server stops, on the loop thread, while the event base still exists.
     func close() {
         flush()
+        yield?.cancel()
+        yield = nil
         flushTask?.close()
     }
 
-    /// Writes what is pending now (also at shutdown).
+    /// Formats and writes every line still waiting (at shutdown, and under a backlog).
     func flush() {
+        formatEntries(upTo: entries.count)
+        writePending()
+    }
+
+    func finished(_ entry: JournalEntry) {
+        guard let flushTask, flushTask.isOpen else {
+            entries.append(entry)
+            flush()
+            return
+        }
+        if entriesStart == entries.count { yield?.queueStarted() }
+        entries.append(entry)
+        if entries.count - entriesStart > Self.backlogLimit {
+            // Housekeeping does not keep up (a load that never lets the loop go quiet): each new entry formats the
+            // two oldest lines, so the backlog shrinks without one long stall.
+            formatEntries(upTo: entriesStart + 2)
+            if pending.count >= 16 * 1024 { writePending() }
+        }
+        flushTask.schedule()
+    }
+
+    /// One slice of lines, unless a scripted delay is about to fall due; the next slice on a later turn.
+    private func writeSlice() {
+        guard entriesStart < entries.count else { return }
+        if let yield, !yield.mayRun() { return }
+        formatEntries(upTo: min(entriesStart + Self.slice, entries.count))
+        writePending()
+        if entriesStart < entries.count { flushTask?.schedule() }
+    }
+
+    private func formatEntries(upTo end: Int) {
+        while entriesStart < end {
+            let entry = entries[entriesStart]
+            entriesStart += 1
+            switch format {
+            case .json:
+                entry.json().serialize(into: &pending)
+            case .text:
+                text(entry, into: &pending)
+            }
+            pending.append(0x0A)
+        }
+        // The formatted entries go now (the journal may have evicted them: their storage is freed here), and the
+        // array is compacted once at least half of it is done, so a log that never quite empties stays bounded.
+        if entriesStart == entries.count {
+            entries.removeAll(keepingCapacity: entries.capacity <= 4 * Self.slice)
+            entriesStart = 0
+        } else if entriesStart >= entries.count / 2 {
+            entries.removeFirst(entriesStart)
+            entriesStart = 0
+        }
+    }
+
+    private func writePending() {
         var offset = 0
         while offset < pending.count {
             let written = pending.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress! + offset, $0.count - offset) }
@@ -51,18 +132,6 @@ final class RequestLog {
             offset += written
         }
         pending.removeAll(keepingCapacity: true)
-    }
-
-    func finished(_ entry: JournalEntry) {
-        flushTask?.schedule()
-        switch format {
-        case .json:
-            entry.json().serialize(into: &pending)
-        case .text:
-            text(entry, into: &pending)
-        }
-        pending.append(0x0A)
-        if pending.count >= 16 * 1024 || flushTask?.isOpen != true { flush() }
     }
 
     /// Built byte by byte: this runs for every request, and string interpolation made it cost 40 % of the
