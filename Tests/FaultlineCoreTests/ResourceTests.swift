@@ -320,6 +320,30 @@ import Testing
         #expect(io.take().last == "finished /big completed")
     }
 
+    @Test func aStreamWritesABoundedShareATurnEvenWhenTheKernelTakesEverything() {
+        // 600,000 bytes with the default 256 KiB a turn: three turns, the next one a 0 ms `.stream` timer away, so
+        // other connections' events run between (issue 30: one download held the loop for its whole body).
+        let size = 600_000
+        let source = BodySource(.generated(seed: 3, size: size))
+        let head = ResponseHead(status: 200, headers: HTTPHeaders(), bodyLength: size, close: false, date: false)
+        let (machine, io) = HTTP1ConnectionTests.make {
+            $0.scripts["/big"] = ResponseScript(
+                steps: [.head(head), .stream(BodySlice(source)), .end], status: 200, keepAlive: true)
+        }
+        let perTurn = HTTP1Settings(parserLimits: HTTPParserLimits(), headerTimeoutMilliseconds: 1).streamBytesPerTurn
+        #expect(perTurn == 4 * HTTP1Connection.streamPiece)
+        HTTP1ConnectionTests.send(machine, HTTP1ConnectionTests.get("/big"))
+        #expect(machine.state == .streaming && io.timerRunning(.stream))
+        #expect(io.written.count == head.http1.count + perTurn)
+        // One turn at a time (the fake's `advance` would fire each new 0 ms timer in the same call).
+        machine.timerFired(.stream)
+        #expect(io.written.count == head.http1.count + 2 * perTurn && io.timerRunning(.stream))
+        io.advance(0)
+        #expect(io.written.count == head.http1.count + size && !io.timerRunning(.stream))
+        #expect(Array(io.written.dropFirst(head.http1.count)) == source.bytes(0..<size))
+        #expect(io.take().last == "finished /big completed")
+    }
+
     @Test func chaosBreaksTheResourcesAnswerAndWritesAreBounded() throws {
         let engine = try Self.engine(
             #"[{"id": "blob", "path": "/blob", "generated": {"size": 1000}}, {"id": "n", "path": "/n/{id}", "methods": ["PUT"]}]"#,
