@@ -137,7 +137,9 @@ public final class FaultlineServer: Sendable {
         loop.stats = LoopStats.fromEnvironment()
         core = ServerCore(loop: loop, configuration: configuration)
         if let path = configuration.journalFile { core.journalFile = try JournalFile(path: path) }
-        if let format = configuration.requestLog { core.requestLog = RequestLog(format: format, loop: loop, deadlines: core.stepDeadlines) }
+        if let format = configuration.requestLog {
+            core.requestLog = RequestLog(format: format, loop: loop, deadlines: core.stepDeadlines)
+        }
         try core.listen()
         // The scenario's timeline starts now (before the loop runs, so touching libevent is safe).
         core.network.restart(source: "load")
