@@ -52,10 +52,9 @@ final class RequestLog {
         flushTask = TurnEndAction(loop: loop, maxWaitMilliseconds: 100, starvedIntervalMilliseconds: 5) {
             [unowned self] in writeSlice()
         }
-        yield = DeadlineYield(
-            loop: loop, deadlines: deadlines, windowMilliseconds: ServerCore.closeYieldMilliseconds,
-            maxWaitMilliseconds: 250
-        ) { [unowned self] in flushTask?.schedule() }
+        yield = DeadlineYield(loop: loop, deadlines: deadlines, maxWaitMilliseconds: 250) {
+            [unowned self] in flushTask?.schedule()
+        }
     }
 
     deinit { flush() }
@@ -69,7 +68,7 @@ final class RequestLog {
         flushTask?.close()
     }
 
-    /// Formats and writes every line still waiting (at shutdown, and under a backlog).
+    /// Formats and writes every line still waiting (at shutdown, and once the loop events are closed).
     func flush() {
         formatEntries(upTo: entries.count)
         writePending()

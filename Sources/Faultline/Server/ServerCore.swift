@@ -349,14 +349,12 @@ final class ServerCore: @unchecked Sendable {
 
     /// The scripted waits pending on every connection (`StepDeadlines`), counted by their loop timers.
     let stepDeadlines = StepDeadlines()
-    /// A slice of closes stands aside while a scripted wait falls due within this: a close costs about what the
-    /// response it follows cost, so closing in front of a burst of falling-due delays makes each later one late.
-    static let closeYieldMilliseconds: Int64 = 2
-    /// Past `closeMaxWaitMilliseconds` a slice runs even with waits due (descriptors must not pile up behind an
-    /// endless drip).
+    /// A slice of closes stands aside while a scripted wait falls due (`DeadlineYield.windowMilliseconds`): a close
+    /// costs about what the response it follows cost, so closing in front of a burst of falling-due delays makes each
+    /// later one late. Past `closeMaxWaitMilliseconds` a slice runs even with waits due (descriptors must not pile up
+    /// behind an endless drip).
     private lazy var closeYield = DeadlineYield(
-        loop: loop, deadlines: stepDeadlines, windowMilliseconds: Self.closeYieldMilliseconds,
-        maxWaitMilliseconds: Int64(Self.closeMaxWaitMilliseconds)
+        loop: loop, deadlines: stepDeadlines, maxWaitMilliseconds: Int64(Self.closeMaxWaitMilliseconds)
     ) { [unowned self] in closeTask.schedule() }
 
     private func closeNextSlice() {

@@ -59,7 +59,7 @@ final class StepDeadlines {
 /// the request log's lines (`RequestLog`). Work that can wait — a close, formatting a log line — done in front of a
 /// timer due a millisecond later makes that delayed response late, and a burst of them later still.
 ///
-/// The job asks `mayRun()` before each slice. False: a scripted wait falls due within `window` ms, so the job
+/// The job asks `mayRun()` before each slice. False: a scripted wait falls due within `windowMilliseconds`, so the job
 /// waits; one retry is set just after the earliest wait falls due (or when the job has waited `maxWait`), which
 /// calls `retry` (the job schedules its slice again). True: run a slice now. Past `maxWait` a slice runs even with
 /// waits due, and the next one counts as having waited almost as long, so under an endless drip of delays the
@@ -67,7 +67,9 @@ final class StepDeadlines {
 final class DeadlineYield {
     private let loop: EventLoop
     private let deadlines: StepDeadlines
-    private let window: Int64
+    /// How close a scripted wait's deadline makes the job stand aside: a timer due within it is not *ready* yet, and a
+    /// slice run in front of it (about a millisecond) would make it late.
+    static let windowMilliseconds: Int64 = 2
     private let maxWait: Int64
     private let retry: () -> Void
     /// Since when the job's oldest queued work has waited (monotonic ms).
@@ -75,11 +77,9 @@ final class DeadlineYield {
     /// The one retry pending while the job stands aside.
     private var retryTimer: LoopTimer?
 
-    init(loop: EventLoop, deadlines: StepDeadlines, windowMilliseconds: Int64, maxWaitMilliseconds: Int64,
-         retry: @escaping () -> Void) {
+    init(loop: EventLoop, deadlines: StepDeadlines, maxWaitMilliseconds: Int64, retry: @escaping () -> Void) {
         self.loop = loop
         self.deadlines = deadlines
-        window = windowMilliseconds
         maxWait = maxWaitMilliseconds
         self.retry = retry
     }
@@ -90,7 +90,7 @@ final class DeadlineYield {
     func mayRun() -> Bool {
         let now = Clock.monotonicMilliseconds()
         let waited = now - waitingSince
-        if waited < maxWait, deadlines.anyDue(now: now, within: window) {
+        if waited < maxWait, deadlines.anyDue(now: now, within: Self.windowMilliseconds) {
             guard retryTimer == nil else { return false }
             let due = deadlines.earliest ?? now
             let after = max(1, min(due + 1 - now, maxWait - waited))
