@@ -253,8 +253,10 @@ extension HTTPHeaders {
 extension Array where Element == UInt8 {
     /// Appends `text`'s UTF-8 bytes as one copy (the generic `append(contentsOf: text.utf8)` walks the view).
     package mutating func appendUTF8(_ text: String) {
-        var text = text
-        text.withUTF8 { append(contentsOf: $0) }
+        // Read in place (a native or small string always is), without the copy `withUTF8` needs to be mutating.
+        if text.utf8.withContiguousStorageIfAvailable({ append(contentsOf: $0) }) == nil {
+            append(contentsOf: text.utf8)
+        }
     }
 
     /// Appends `value` in decimal, without making a String.

@@ -5,26 +5,46 @@ package enum ProxyHeaders {
     /// Our `Via` hop.
     package static let via = "1.1 faultline"
 
-    /// Whether `name` is hop-by-hop in itself, or named by the message's `Connection` fields (`listed`,
-    /// lower-cased). Compared without allocating: this runs for every field of every proxied message.
-    package static func isHopByHop(_ name: String, listed: Set<String>) -> Bool {
+    /// What a field name is to the proxy. Read once a field from the name's bytes — its length and first letter
+    /// reject most names before any comparison — instead of one case-insensitive comparison a rule: this runs for
+    /// every field of every proxied message, both ways.
+    enum FieldKind {
+        /// Hop-by-hop in itself (RFC 9110 §7.6.1): `Connection`, `Keep-Alive`, `TE`, `Transfer-Encoding`,
+        /// `Upgrade`, `Trailer`, `Proxy-*`.
+        case hopByHop
+        case host, contentLength, expect, via, xForwardedFor, date
+        /// Anything else: end-to-end unless the message's `Connection` fields name it.
+        case other
+    }
+
+    static func kind(_ name: String) -> FieldKind {
         var name = name
-        let fixed = name.withUTF8 { bytes -> Bool in
-            // The lengths and first letters of the hop-by-hop names reject most fields before any comparison.
-            guard let first = bytes.first.map({ $0 | 0x20 }) else { return false }
+        return name.withUTF8 { bytes -> FieldKind in
+            guard let first = bytes.first.map({ $0 | 0x20 }) else { return .other }
             switch (bytes.count, first) {
-            case (10, UInt8(ascii: "c")): return HTTPHeaders.token(bytes, is: "connection")
-            case (10, UInt8(ascii: "k")): return HTTPHeaders.token(bytes, is: "keep-alive")
-            case (2, UInt8(ascii: "t")): return HTTPHeaders.token(bytes, is: "te")
-            case (17, UInt8(ascii: "t")): return HTTPHeaders.token(bytes, is: "transfer-encoding")
-            case (7, UInt8(ascii: "u")): return HTTPHeaders.token(bytes, is: "upgrade")
-            case (7, UInt8(ascii: "t")): return HTTPHeaders.token(bytes, is: "trailer")
+            case (10, UInt8(ascii: "c")): return HTTPHeaders.token(bytes, is: "connection") ? .hopByHop : .other
+            case (10, UInt8(ascii: "k")): return HTTPHeaders.token(bytes, is: "keep-alive") ? .hopByHop : .other
+            case (2, UInt8(ascii: "t")): return HTTPHeaders.token(bytes, is: "te") ? .hopByHop : .other
+            case (17, UInt8(ascii: "t")): return HTTPHeaders.token(bytes, is: "transfer-encoding") ? .hopByHop : .other
+            case (7, UInt8(ascii: "u")): return HTTPHeaders.token(bytes, is: "upgrade") ? .hopByHop : .other
+            case (7, UInt8(ascii: "t")): return HTTPHeaders.token(bytes, is: "trailer") ? .hopByHop : .other
+            case (4, UInt8(ascii: "h")): return HTTPHeaders.token(bytes, is: "host") ? .host : .other
+            case (14, UInt8(ascii: "c")): return HTTPHeaders.token(bytes, is: "content-length") ? .contentLength : .other
+            case (6, UInt8(ascii: "e")): return HTTPHeaders.token(bytes, is: "expect") ? .expect : .other
+            case (3, UInt8(ascii: "v")): return HTTPHeaders.token(bytes, is: "via") ? .via : .other
+            case (15, UInt8(ascii: "x")): return HTTPHeaders.token(bytes, is: "x-forwarded-for") ? .xForwardedFor : .other
+            case (4, UInt8(ascii: "d")): return HTTPHeaders.token(bytes, is: "date") ? .date : .other
             case (6..., UInt8(ascii: "p")):
-                return HTTPHeaders.token(UnsafeBufferPointer(rebasing: bytes[0..<6]), is: "proxy-")
-            default: return false
+                return HTTPHeaders.token(UnsafeBufferPointer(rebasing: bytes[0..<6]), is: "proxy-") ? .hopByHop : .other
+            default: return .other
             }
         }
-        return fixed || (!listed.isEmpty && listed.contains(name.lowercased()))
+    }
+
+    /// Whether a field of kind `kind` named `name` is not forwarded: hop-by-hop in itself, or named by the
+    /// message's `Connection` fields (`listed`, lower-cased).
+    private static func dropped(_ kind: FieldKind, _ name: String, listed: Set<String>) -> Bool {
+        kind == .hopByHop || (!listed.isEmpty && listed.contains(name.lowercased()))
     }
 
     /// The field names a message's `Connection` fields list (lower-cased), other than the `close` and
@@ -38,8 +58,6 @@ package enum ProxyHeaders {
         }
         return names
     }
-
-    private static func isNamed(_ name: String, _ lowerCased: String) -> Bool { name.caseInsensitiveEquals(lowerCased) }
 
     /// The request as the upstream receives it: `method target HTTP/1.1`, the client's end-to-end fields, `Host`
     /// as configured, `Via`, `X-Forwarded-For`, `X-Forwarded-Proto`, and `Content-Length` for the body (which the
@@ -74,17 +92,16 @@ package enum ProxyHeaders {
         var via: String?
         for field in headers {
             let name = field.name
-            if name.utf8.first == UInt8(ascii: ":") || isNamed(name, "host") || isNamed(name, "content-length")
-                || isNamed(name, "expect") || isHopByHop(name, listed: listed) { continue }
-            if isNamed(name, "x-forwarded-for") {
-                forwardedFor = forwardedFor.map { $0 + ", " + field.value } ?? field.value
+            if name.utf8.first == UInt8(ascii: ":") { continue }
+            let kind = kind(name)
+            if kind == .host || kind == .contentLength || kind == .expect || dropped(kind, name, listed: listed) {
                 continue
             }
-            if isNamed(name, "via") {
-                via = via.map { $0 + ", " + field.value } ?? field.value
-                continue
+            switch kind {
+            case .xForwardedFor: forwardedFor = forwardedFor.map { $0 + ", " + field.value } ?? field.value
+            case .via: via = via.map { $0 + ", " + field.value } ?? field.value
+            default: append(name, field.value, to: &out)
             }
-            append(field.name, field.value, to: &out)
         }
         append("Via", via.map { $0 + ", " + Self.via } ?? Self.via, to: &out)
         append("X-Forwarded-For", forwardedFor.map { $0 + ", " + client } ?? client, to: &out)
@@ -123,8 +140,8 @@ package enum ProxyHeaders {
         HTTPResponse.appendStatusLine(response.status, to: &out)
         let statusLineLength = out.count
         var hasDate = false
-        forEachClientField(response, keepLength: false) { name, value in
-            if !hasDate && isNamed(name, "date") { hasDate = true }
+        forEachClientField(response, keepLength: false) { name, value, kind in
+            if kind == .date { hasDate = true }
             headers.append(name: name, value: value)
             append(name, value, to: &out)
         }
@@ -148,6 +165,7 @@ package enum ProxyHeaders {
         var headers = HTTPHeaders()
         forEachClientField(response, keepLength: requestMethod == "HEAD" || response.status == 304) {
             headers.append(name: $0, value: $1)
+            _ = $2
         }
         return headers
     }
@@ -155,20 +173,21 @@ package enum ProxyHeaders {
     /// The rule both heads follow, field by field in order: the upstream's end-to-end fields (`Content-Length`
     /// only when `keepLength`), then `Via` with its hops joined and ours last.
     private static func forEachClientField(
-        _ response: UpstreamResponse, keepLength: Bool, _ body: (_ name: String, _ value: String) -> Void
+        _ response: UpstreamResponse, keepLength: Bool,
+        _ body: (_ name: String, _ value: String, _ kind: FieldKind) -> Void
     ) {
         let listed = connectionOptions(response.headers)
         var via: String?
         for field in response.headers {
             let name = field.name
-            if isHopByHop(name, listed: listed) { continue }
-            if !keepLength && isNamed(name, "content-length") { continue }
-            if isNamed(name, "via") {
+            let kind = kind(name)
+            if dropped(kind, name, listed: listed) || (!keepLength && kind == .contentLength) { continue }
+            if kind == .via {
                 via = via.map { $0 + ", " + field.value } ?? field.value
                 continue
             }
-            body(name, field.value)
+            body(name, field.value, kind)
         }
-        body("Via", via.map { $0 + ", " + Self.via } ?? Self.via)
+        body("Via", via.map { $0 + ", " + Self.via } ?? Self.via, .via)
     }
 }

@@ -64,8 +64,16 @@ package final class ProxyPlan {
     /// The URL the request goes to, for the journal and the error bodies; made once.
     package private(set) lazy var upstreamURL: String = {
         guard let upstream = config.upstream else { return "(no upstream)" }
-        return upstream.origin + upstream.basePath
-            + (request.target.utf8.first == UInt8(ascii: "/") ? request.target : "/" + request.target)
+        // One allocation: every forwarded request's journal entry carries it.
+        let target = request.target
+        let slash = target.utf8.first != UInt8(ascii: "/")
+        var url = ""
+        url.reserveCapacity(upstream.origin.utf8.count + upstream.basePath.utf8.count + target.utf8.count + 1)
+        url += upstream.origin
+        url += upstream.basePath
+        if slash { url += "/" }
+        url += target
+        return url
     }()
 
     /// The request as the upstream receives it (`ProxyHeaders.upstreamRequest`).
@@ -218,6 +226,7 @@ package final class ProxyPlan {
         if let step, step.fault != nil || step.drip != nil || !step.headers.isEmpty || !step.date { return nil }
         let keepAlive = request.head.clientWantsKeepAlive && !(step?.closeConnection ?? false)
         var steps = delaySteps(step?.delay, &record)
+        steps.reserveCapacity(steps.count + 4)
         steps.append(.head(ProxyHeaders.clientHead(response, bodyLength: response.body.count, close: !keepAlive)))
         if !response.body.isEmpty { steps.append(.body(response.body)) }
         steps.append(.end)
