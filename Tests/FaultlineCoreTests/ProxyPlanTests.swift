@@ -183,11 +183,15 @@ import Testing
             UpstreamResponse(status: 200, headers: HTTPHeaders([("date", "Sun, 06 Nov 1994 08:49:37 GMT")]),
                              body: Array("dated".utf8)),
         ]
+        // The same answers as the parser reads them off the wire, whose fields stay bytes (`UpstreamFields`):
+        // `clientHead` copies those through instead of serializing strings, and must send the same head.
+        let parsed = try answers.map { try Self.parsed($0) }
+        #expect(parsed.allSatisfy { $0.fields != nil })
         let requests = [Self.request("/a"), Self.request("/a", headers: [("Connection", "close")]),
                         Self.request("/slow"), HTTPRequest(head: HTTPRequestHead(method: "GET", target: "/a", version: .http2,
                                                                                headers: HTTPHeaders([(":path", "/a")])))]
         for (index, request) in requests.enumerated() {
-            for answer in answers {
+            for answer in answers + parsed {
                 let plan = try #require(engine.decide(request, requestID: index).proxy)
                 var record = ProxyRecord(upstream: plan.upstreamURL)
                 let fast = plan.script(for: answer, record: &record)
@@ -216,4 +220,48 @@ import Testing
             }
         }
     }
+
+    /// A field value with obs-text (RFC 9110 §5.5: bytes 0x80–0xFF, here Latin-1 `é`) reaches an HTTP/1.1 client
+    /// as the upstream sent it: the end-to-end fields are copied through as bytes, not decoded as UTF-8 (which
+    /// replaced such a byte with U+FFFD).
+    @Test func obsTextInAFieldValueIsForwardedAsSent() throws {
+        let engine = try Self.engine(#"{"name": "p", "proxy": \#(Self.upstream), "routes": []}"#)
+        let wire: [UInt8] = Array("HTTP/1.1 200 OK\r\nContent-Disposition: attachment; filename=\"caf".utf8) + [0xE9]
+            + Array("\"\r\nContent-Length: 2\r\n\r\nok".utf8)
+        var parser = HTTPResponseParser(requestMethod: "GET")
+        guard case .complete(let response, extraBytes: false) = parser.feed(wire) else {
+            Issue.record("the answer did not parse")
+            return
+        }
+        let plan = try #require(engine.decide(Self.request("/a"), requestID: 1).proxy)
+        var record = ProxyRecord(upstream: plan.upstreamURL)
+        let sent = HTTP1Renderer.bytes(plan.script(for: response, record: &record), dateLine: [])
+        let expected: [UInt8] = Array("\r\nContent-Disposition: attachment; filename=\"caf".utf8) + [0xE9, 0x22, 0x0D, 0x0A]
+        #expect(sent.firstRange(of: expected) != nil, "\(String(decoding: sent, as: UTF8.self))")
+    }
+
+    /// `response` as an upstream sends it (its fields as given, the body chunked when they say so, else framed
+    /// by a `Content-Length` of its true size), read back by the parser.
+    static func parsed(_ response: UpstreamResponse) throws -> UpstreamResponse {
+        var wire = "HTTP/1.1 \(response.status) \(HTTPStatus.reasonPhrase(response.status))\r\n"
+        let chunked = response.headers["transfer-encoding"] != nil
+        for field in response.headers where !field.name.caseInsensitiveEquals("content-length") {
+            wire += "\(field.name): \(field.value)\r\n"
+        }
+        if !chunked { wire += "Content-Length: \(response.body.count)\r\n" }
+        var bytes = Array((wire + "\r\n").utf8)
+        if chunked {
+            bytes += Array(String(response.body.count, radix: 16).utf8) + [0x0D, 0x0A] + response.body
+            bytes += Array("\r\n0\r\n\r\n".utf8)
+        } else {
+            bytes += response.body
+        }
+        var parser = HTTPResponseParser(requestMethod: "GET")
+        guard case .complete(let read, extraBytes: false) = parser.feed(bytes) else {
+            throw ParseFailure(wire: wire)
+        }
+        return read
+    }
+
+    struct ParseFailure: Error { let wire: String }
 }

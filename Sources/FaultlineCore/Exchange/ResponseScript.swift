@@ -35,7 +35,11 @@ package enum EndOfConnection: Sendable, Equatable {
 /// over HTTP/1.1 (`statusLineLength` says where), after `:status` over HTTP/2.
 package final class ResponseHead: Sendable, Equatable {
     package let status: Int
-    package let headers: HTTPHeaders
+    /// The fields (HTTP/2 sends them; HTTP/1.1 sends `http1`). A forwarded response's are made only when read
+    /// (`ProxyHeaders.clientHead`): an HTTP/1.1 client never needs them as strings.
+    package var headers: HTTPHeaders { givenHeaders ?? deferredHeaders?() ?? HTTPHeaders() }
+    private let givenHeaders: HTTPHeaders?
+    private let deferredHeaders: (@Sendable () -> HTTPHeaders)?
     /// The body is sent with chunked framing: each `body` step is one chunk, `end` writes the last chunk.
     package let chunked: Bool
     package let http1: [UInt8]
@@ -56,7 +60,8 @@ package final class ResponseHead: Sendable, Equatable {
         status: Int, headers: HTTPHeaders, bodyLength: Int, close: Bool, date: Bool = true, framed: Bool = true
     ) {
         self.status = status
-        self.headers = headers
+        givenHeaders = headers
+        deferredHeaders = nil
         // One pass over the fields: every response that is not prepared at load builds its head here.
         var chunked = false
         var framedByFields = false
@@ -82,14 +87,15 @@ package final class ResponseHead: Sendable, Equatable {
     }
 
     /// A head whose HTTP/1.1 bytes were serialized by the caller, in the same pass that chose its fields
-    /// (`ProxyHeaders.clientHead`): `http1` must be what the other initializer would make of them, and
-    /// `addsDate` what it would decide.
+    /// (`ProxyHeaders.clientHead`): `http1` must be what the other initializer would make of `headers`, and
+    /// `addsDate` what it would decide. `headers` is called each time they are read, and only then.
     package init(
-        status: Int, headers: HTTPHeaders, http1: [UInt8], statusLineLength: Int, contentLength: Int?, chunked: Bool,
-        addsDate: Bool
+        status: Int, headers: @escaping @Sendable () -> HTTPHeaders, http1: [UInt8], statusLineLength: Int,
+        contentLength: Int?, chunked: Bool, addsDate: Bool
     ) {
         self.status = status
-        self.headers = headers
+        givenHeaders = nil
+        deferredHeaders = headers
         self.http1 = http1
         self.statusLineLength = statusLineLength
         self.contentLength = contentLength

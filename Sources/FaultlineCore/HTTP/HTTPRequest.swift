@@ -222,18 +222,25 @@ extension HTTPHeaders {
     package func forEachConnectionToken(_ body: (UnsafeBufferPointer<UInt8>) -> Void) {
         for field in fields where field.name.caseInsensitiveEquals("connection") {
             var value = field.value
-            value.withUTF8 { bytes in
-                var start = 0
-                while start < bytes.count {
-                    var end = start
-                    while end < bytes.count && bytes[end] != UInt8(ascii: ",") { end += 1 }
-                    var first = start, last = end
-                    while first < last && (bytes[first] == 0x20 || bytes[first] == 0x09) { first += 1 }
-                    while last > first && (bytes[last - 1] == 0x20 || bytes[last - 1] == 0x09) { last -= 1 }
-                    if last > first { body(UnsafeBufferPointer(rebasing: bytes[first..<last])) }
-                    start = end + 1
-                }
-            }
+            value.withUTF8 { Self.forEachToken(in: $0, body) }
+        }
+    }
+
+    /// Calls `body` with each element of the comma-separated list `value` (RFC 9110 §5.6.1), spaces and tabs
+    /// trimmed; empty elements are skipped unless `keepingEmpty` (where the last element's place matters).
+    package static func forEachToken(
+        in value: UnsafeBufferPointer<UInt8>, keepingEmpty: Bool = false, _ body: (UnsafeBufferPointer<UInt8>) -> Void
+    ) {
+        var start = 0
+        while true {
+            var end = start
+            while end < value.count && value[end] != UInt8(ascii: ",") { end += 1 }
+            var first = start, last = end
+            while first < last && (value[first] == 0x20 || value[first] == 0x09) { first += 1 }
+            while last > first && (value[last - 1] == 0x20 || value[last - 1] == 0x09) { last -= 1 }
+            if last > first || keepingEmpty { body(UnsafeBufferPointer(rebasing: value[first..<last])) }
+            guard end < value.count else { return }
+            start = end + 1
         }
     }
 
@@ -257,6 +264,17 @@ extension Array where Element == UInt8 {
         if text.utf8.withContiguousStorageIfAvailable({ append(contentsOf: $0) }) == nil {
             append(contentsOf: text.utf8)
         }
+    }
+
+    /// Appends a literal's bytes as one copy (the generic `append(contentsOf: "…".utf8)` walks the view).
+    package mutating func appendLiteral(_ literal: StaticString) {
+        append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+    }
+
+    /// Appends CR LF.
+    package mutating func appendCRLF() {
+        append(0x0D)
+        append(0x0A)
     }
 
     /// Appends `value` in decimal, without making a String.

@@ -51,14 +51,14 @@ package struct HTTPResponse: Sendable, Equatable {
         }
         let bodyless = status < 200 || status == 204 || status == 304
         if !hasLength && !bodyless && framed {
-            out.append(contentsOf: "Content-Length: ".utf8)
+            out.appendLiteral("Content-Length: ")
             out.appendDecimal(bodyLength ?? body.count)
-            out.append(contentsOf: "\r\n".utf8)
+            out.appendCRLF()
         }
         if close && !hasConnection {
-            out.append(contentsOf: "Connection: close\r\n".utf8)
+            out.appendLiteral("Connection: close\r\n")
         }
-        out.append(contentsOf: "\r\n".utf8)
+        out.appendCRLF()
         return out
     }
 
@@ -66,7 +66,7 @@ package struct HTTPResponse: Sendable, Equatable {
     /// is not prepared at load.
     package static func appendStatusLine(_ status: Int, version: HTTPVersion = .http1_1, to out: inout [UInt8]) {
         if version == .http1_1 {
-            out.append(contentsOf: "HTTP/1.1 ".utf8)
+            out.appendLiteral("HTTP/1.1 ")
         } else {
             out.append(contentsOf: version.description.utf8)
             out.append(0x20)
@@ -74,7 +74,7 @@ package struct HTTPResponse: Sendable, Equatable {
         out.appendDecimal(status)
         out.append(0x20)
         out.appendUTF8(HTTPStatus.reasonPhrase(status))
-        out.append(contentsOf: "\r\n".utf8)
+        out.appendCRLF()
     }
 
     /// Head and body together.

@@ -4,7 +4,17 @@ package struct UpstreamResponse: Sendable, Equatable {
     package var reason: String
     package var version: HTTPVersion
     /// The fields as received, in order (framing and hop-by-hop fields included; `ProxyHeaders` strips them).
-    package var headers: HTTPHeaders
+    /// Made from `fields` each time it is read when the parser read the response: read it once where it is needed.
+    package var headers: HTTPHeaders {
+        get { givenHeaders ?? fields?.headers ?? HTTPHeaders() }
+        set {
+            givenHeaders = newValue
+            fields = nil
+        }
+    }
+    /// The fields as the parser read them, as bytes; nil for a response made from `headers`.
+    package private(set) var fields: UpstreamFields?
+    private var givenHeaders: HTTPHeaders?
     /// The body with its framing removed (chunks joined).
     package var body: [UInt8]
     /// Whether the connection may carry another request: HTTP/1.1 without `Connection: close`, HTTP/1.0 with
@@ -20,9 +30,26 @@ package struct UpstreamResponse: Sendable, Equatable {
         self.status = status
         self.reason = reason
         self.version = version
-        self.headers = headers
+        givenHeaders = headers
         self.body = body
         self.reusable = reusable
+    }
+
+    /// A response as the parser read it: its fields kept as bytes.
+    package init(status: Int, reason: String, version: HTTPVersion, fields: UpstreamFields) {
+        self.status = status
+        self.reason = reason
+        self.version = version
+        self.fields = fields
+        body = []
+        reusable = true
+    }
+
+    /// Equal when what they say is: fields as bytes and the same fields as strings are the same response.
+    package static func == (lhs: UpstreamResponse, rhs: UpstreamResponse) -> Bool {
+        lhs.status == rhs.status && lhs.reason == rhs.reason && lhs.version == rhs.version
+            && lhs.body == rhs.body && lhs.reusable == rhs.reusable && lhs.declaredLength == rhs.declaredLength
+            && lhs.headers == rhs.headers
     }
 }
 
@@ -356,14 +383,16 @@ package struct HTTPResponseParser: Sendable {
             position = end
             return "not an HTTP/1.1 response: the status line is \(Self.printable(Array(statusLine)))"
         }
-        var headers = HTTPHeaders()
-        // Read from the buffer's memory; only the field names and values become strings. A malformed line's
+        // Read from the buffer's memory: the field lines are copied once, and each field's name and value kept as
+        // offsets into the copy (`UpstreamFields`); strings are made only if someone asks. A malformed line's
         // range comes back for the message.
+        var offsets: [UInt32] = []
+        let sectionStart = afterStatus
         let malformed: Range<Int>? = buffer.withUnsafeBufferPointer { bytes in
-            // One allocation for the fields: a line per field at most.
+            // One allocation for the offsets: a line per field at most.
             var lines = 0
             for index in afterStatus..<end where bytes[index] == 0x0A { lines += 1 }
-            headers.reserveCapacity(lines)
+            offsets.reserveCapacity(lines * 4)
             var start = afterStatus
             while start < end {
                 let (fieldEnd, next) = lineEnd(bytes, from: start)
@@ -379,9 +408,10 @@ package struct HTTPResponseParser: Sendable {
                 var valueEnd = fieldEnd
                 while valueStart < valueEnd && (bytes[valueStart] == 0x20 || bytes[valueStart] == 0x09) { valueStart += 1 }
                 while valueEnd > valueStart && (bytes[valueEnd - 1] == 0x20 || bytes[valueEnd - 1] == 0x09) { valueEnd -= 1 }
-                headers.append(
-                    name: String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<colon]), as: UTF8.self),
-                    value: String(decoding: UnsafeBufferPointer(rebasing: bytes[valueStart..<valueEnd]), as: UTF8.self))
+                offsets.append(UInt32(start - sectionStart))
+                offsets.append(UInt32(colon - sectionStart))
+                offsets.append(UInt32(valueStart - sectionStart))
+                offsets.append(UInt32(valueEnd - sectionStart))
             }
             return nil
         }
@@ -395,33 +425,43 @@ package struct HTTPResponseParser: Sendable {
             // An interim response (RFC 9110 §15.2): the final one follows.
             return nil
         }
+        let fields = UpstreamFields(bytes: Array(buffer[sectionStart..<end]), offsets: offsets)
         response = UpstreamResponse(
-            status: status, reason: reason, version: HTTPVersion(major: 1, minor: minor), headers: headers)
-        response.reusable = minor >= 1
-            ? !Self.hasConnectionOption(headers, "close") : Self.hasConnectionOption(headers, "keep-alive")
+            status: status, reason: reason, version: HTTPVersion(major: 1, minor: minor), fields: fields)
+        // The framing fields, read in place: `Connection`'s options, the last `Transfer-Encoding`, and every
+        // `Content-Length` — one value, or the same value repeated (RFC 9110 §8.6), across the fields and the
+        // commas within them: anything else cannot frame the body.
+        var close = false, keepAlive = false
+        var chunkedLast: Bool?
+        var hasLength = false
+        var length: Int?
+        var validLength = true
+        fields.forEach { name, value in
+            switch name.count {
+            case 10 where HTTPHeaders.token(name, is: "connection"):
+                HTTPHeaders.forEachToken(in: value) { token in
+                    if HTTPHeaders.token(token, is: "close") { close = true }
+                    if HTTPHeaders.token(token, is: "keep-alive") { keepAlive = true }
+                }
+            case 17 where HTTPHeaders.token(name, is: "transfer-encoding"):
+                // Chunked must be the last coding (RFC 9112 §6.3 item 4); otherwise the close ends the body.
+                var last: UnsafeBufferPointer<UInt8>?
+                HTTPHeaders.forEachToken(in: value, keepingEmpty: true) { last = $0 }
+                chunkedLast = last.map { HTTPHeaders.token($0, is: "chunked") } ?? false
+            case 14 where HTTPHeaders.token(name, is: "content-length"):
+                hasLength = true
+                if validLength, !Self.contentLength(value, into: &length) { validLength = false }
+            default:
+                break
+            }
+        }
+        response.reusable = minor >= 1 ? !close : keepAlive
         if headRequest || status == 204 || status == 304 || status == 101 {
             state = .fixed(remaining: 0)
             return nil
         }
-        var transferCoding: String?
-        var hasLength = false
-        // One value, or the same value repeated (RFC 9110 §8.6), across the fields and the commas within them:
-        // anything else cannot frame the body. Read in place: every proxied response has one.
-        var length: Int?
-        var validLength = true
-        for field in headers.fields {
-            if field.name.caseInsensitiveEquals("transfer-encoding") {
-                transferCoding = field.value
-            } else if field.name.caseInsensitiveEquals("content-length") {
-                hasLength = true
-                if validLength, !Self.contentLength(field.value, into: &length) { validLength = false }
-            }
-        }
-        if let coding = transferCoding {
-            // Chunked must be the last coding (RFC 9112 §6.3 item 4); otherwise the close ends the body.
-            let last = coding.utf8.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false).last ?? []
-            let trimmed = last.drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 }.reversed()
-            if trimmed.elementsEqual("chunked".utf8, by: { ($0 | 0x20) == $1 }) {
+        if let chunkedLast {
+            if chunkedLast {
                 state = .chunkSize
             } else {
                 state = .untilClose
@@ -431,7 +471,7 @@ package struct HTTPResponseParser: Sendable {
         }
         if hasLength {
             guard validLength, let length else {
-                let values = headers.fields.filter { $0.name.caseInsensitiveEquals("content-length") }.map(\.value)
+                let values = response.headers.values("content-length")
                 return "an invalid Content-Length \(Self.quoted(values.joined(separator: ", ")))"
             }
             if length > maxBodyBytes && !mayStream {
@@ -449,36 +489,26 @@ package struct HTTPResponseParser: Sendable {
     /// Reads one `Content-Length` field's value — comma-separated decimal numbers, each with optional whitespace
     /// around it, at most 18 digits — into `length`, which every number must equal. False when one is not a number
     /// or differs.
-    private static func contentLength(_ value: String, into length: inout Int?) -> Bool {
-        var value = value
-        return value.withUTF8 { bytes in
-            var index = 0
-            let count = bytes.count
-            while true {
-                while index < count && (bytes[index] == 0x20 || bytes[index] == 0x09) { index += 1 }
-                var number = 0
-                var digits = 0
-                while index < count, bytes[index] >= 0x30, bytes[index] <= 0x39 {
-                    number = number * 10 + Int(bytes[index] - 0x30)
-                    digits += 1
-                    index += 1
-                    if digits > 18 { return false }
-                }
-                while index < count && (bytes[index] == 0x20 || bytes[index] == 0x09) { index += 1 }
-                guard digits > 0, index == count || bytes[index] == UInt8(ascii: ",") else { return false }
-                if let length, length != number { return false }
-                length = number
-                if index == count { return true }
-                index += 1  // past the comma
+    private static func contentLength(_ bytes: UnsafeBufferPointer<UInt8>, into length: inout Int?) -> Bool {
+        var index = 0
+        let count = bytes.count
+        while true {
+            while index < count && (bytes[index] == 0x20 || bytes[index] == 0x09) { index += 1 }
+            var number = 0
+            var digits = 0
+            while index < count, bytes[index] >= 0x30, bytes[index] <= 0x39 {
+                number = number * 10 + Int(bytes[index] - 0x30)
+                digits += 1
+                index += 1
+                if digits > 18 { return false }
             }
+            while index < count && (bytes[index] == 0x20 || bytes[index] == 0x09) { index += 1 }
+            guard digits > 0, index == count || bytes[index] == UInt8(ascii: ",") else { return false }
+            if let length, length != number { return false }
+            length = number
+            if index == count { return true }
+            index += 1  // past the comma
         }
-    }
-
-    /// Whether a `Connection` field lists `option` (lower-case), compared without case, byte by byte.
-    private static func hasConnectionOption(_ headers: HTTPHeaders, _ option: StaticString) -> Bool {
-        var found = false
-        headers.forEachConnectionToken { if HTTPHeaders.token($0, is: option) { found = true } }
-        return found
     }
 
     private static func quoted(_ text: String) -> String { JSONValue.string(text).serialized() }
