@@ -560,8 +560,14 @@ def test_the_detail_shows_bodies_as_json_or_hex_and_the_timeline_steps_by_keyboa
     browser.find_element(By.XPATH, "//dialog//button[text()='Raw JSON']").click()
     ActionChains(browser).send_keys(Keys.ESCAPE).perform()
     wait(browser, js_true("return !document.querySelector('dialog.detail').open"), message="Escape did not close it")
+    # The dialog's `close` event, a task queued after it closes, gives focus back to the table that opened it: wait
+    # for that before focusing the timeline, or it takes the focus back from under the keys below (CI saw `]` go to
+    # the table once).
+    wait(browser, js_true("return document.activeElement.classList.contains('table-wrap')"),
+         message="focus did not return to the table after Escape")
     # [ and ] walk the timeline's entries; Enter opens the selected one
     browser.execute_script("document.querySelector('.timeline').focus()")
+    assert browser.execute_script("return document.activeElement.classList.contains('timeline')"), "timeline focus"
     selected = "return (document.querySelector('.timeline .bar.selected') || {dataset: {}}).dataset.seq === arguments[0]"
     assert browser.execute_script(selected, str(json_entry["sequence"])), "the entry last opened is selected"
     ActionChains(browser).send_keys("]").perform()
